@@ -35,7 +35,7 @@ test('list returns items without kind, with the list resourceVersion; selectors 
     const unauth = await fetch(`${base}/api/v1/services`);
     assert.equal(unauth.status, 401);
     const res = await fetch(`${base}/api/v1/services?labelSelector=${encodeURIComponent('!service.kubernetes.io/service-proxy-name')}&fieldSelector=${encodeURIComponent('spec.clusterIP!=None')}`, { headers: { authorization: 'Bearer t0k' } });
-    const list = await res.json();
+    const list: any = await res.json();
     assert.equal(list.kind, 'ServiceList');
     assert.equal(list.metadata.resourceVersion, api.resourceVersion);
     assert.deepEqual(list.items.map((i: any) => i.metadata.name), ['a']);
