@@ -1,0 +1,33 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cidrContains, formatAddr, formatCidr, isIPv4, isIPv6, parseAddr, parseCidr } from './addr.ts';
+
+test('IPv4 parsing is strict', () => {
+  for (const ok of ['1.2.3.4', '0.0.0.0', '255.255.255.255']) assert.ok(isIPv4(ok), ok);
+  for (const bad of ['256.1.1.1', '01.2.3.4', '1.2.3', '1.2.3.4.5', '1..2.3', '', '1.2.3.4.', 'a.b.c.d', ' 1.2.3.4']) assert.ok(!isIPv4(bad), bad);
+});
+
+test('IPv6 parsing and RFC 5952 formatting', () => {
+  const cases: Array<[string, string]> = [
+    ['::', '::'], ['::1', '::1'], ['FD00:0:0::1', 'fd00::1'], ['1:2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8'],
+    ['2001:db8:0:0:1:0:0:1', '2001:db8::1:0:0:1'], ['2001:db8:0:1:1:1:1:1', '2001:db8:0:1:1:1:1:1'], ['::ffff:1.2.3.4', '::ffff:1.2.3.4'],
+    ['fd00:10:96::48b3', 'fd00:10:96::48b3'],
+  ];
+  for (const [i, o] of cases) assert.equal(formatAddr(parseAddr('ip6', i)), o, i);
+  for (const bad of ['1::2::3', '1:2:3:4:5:6:7:8:9', ':::', 'fe80::1%eth0', '12345::']) assert.ok(!isIPv6(bad), bad);
+});
+
+test('errors name the field and the value', () => {
+  assert.throws(() => parseAddr('ip', 'fd00::1', 'servicePorts[0].clusterIP'), /servicePorts\[0\]\.clusterIP: "fd00::1" is not an IPv4 address/);
+  assert.throws(() => parseCidr('ip', '10.0.0.1/8', 'serviceCIDRs[0]'), /serviceCIDRs\[0\].*host bits/);
+  assert.throws(() => parseCidr('ip', '10.0.0.0/33'), /prefix length/);
+});
+
+test('CIDRs', () => {
+  const c = parseCidr('ip', '10.96.0.0/12');
+  assert.equal(formatCidr(c), '10.96.0.0/12');
+  assert.ok(cidrContains(c, parseAddr('ip', '10.111.255.255')));
+  assert.ok(!cidrContains(c, parseAddr('ip', '10.112.0.0')));
+  assert.equal(formatCidr(parseCidr('ip6', 'fd00::1')), 'fd00::1');
+  assert.equal(formatCidr(parseCidr('ip', '0.0.0.0/0')), '0.0.0.0/0');
+});

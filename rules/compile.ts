@@ -1,0 +1,250 @@
+/**
+ * The compiler: `(snapshot) -> ruleset`, pure (DESIGN.md §1, §3).
+ *
+ * Per ServicePort, upstream's 1.37 decision logic (kubernetes pkg/proxy/nftables/proxier.go syncProxyRules;
+ * shared/reference/kube-proxy-nftables.md §2.7), with our endpoint selection (DESIGN.md §3): no per-service set.
+ * - 1 endpoint: `meta l4proto tcp dnat to 10.0.0.1:80`;
+ * - N > 1: for i in 0..N-2 `numgen random mod (N-i) 0 meta l4proto tcp dnat to ep_i`, then an unconditional
+ *   `meta l4proto tcp dnat to ep_(N-1)`. Rule i is reached with probability (N-i)/N and matches with 1/(N-i),
+ *   so every endpoint gets 1/N;
+ * - ClientIP affinity keeps upstream's per-endpoint `affinity-…` timeout sets and `endpoint-…` chains
+ *   (`ip saddr @affinity-X goto endpoint-X` first, then the same cascade with `goto endpoint-X`).
+ * Endpoints are sorted by their `ip:port` string (`[ip]:port` for IPv6), as upstream does.
+ *
+ * Deviations from upstream, for a ruleset that is always valid: a verdict-map element never points to a chain that
+ * has no endpoints (that traffic gets the no-endpoint verdict instead), and the firewall chain tests the
+ * allowed source ranges with one `ip saddr != a ip saddr != b drop` rule instead of an anonymous set.
+ */
+import type { TableFamily, Verdict } from '../netlink/types.ts';
+import type { Endpoint, ServicePort, Snapshot } from '../config-schema/snapshot.ts';
+import { servicePortKey } from '../config-schema/snapshot.ts';
+import { canonicalAddr, cidrContains, formatCidr, parseAddr, parseCidr } from './addr.ts';
+import type { Chain, Element, Fragment, KeyPart, L4Proto, Rule, Ruleset, SetDef, Stmt } from './model.ts';
+import { S, buildRuleset, elementKeyText, fingerprintOf, rule } from './model.ts';
+import { endpointNames, servicePortNameString, servicePortNames, truncateComment } from './names.ts';
+import {
+  CHAINS, SETS, TABLE_COMMENT, addrTypeOf, globalsOf, ifLocal, masqueradeMark, skeletonFragment, tableFamilyOf,
+} from './skeleton.ts';
+
+/** Options of {@link compile}. */
+export interface CompileOptions {
+  /**
+   * A ruleset compiled earlier (typically the committed one). Fragments whose fingerprint is unchanged are
+   * reused as objects instead of being rebuilt; a ServicePort that is the very same object as last time is reused
+   * without even hashing it (snapshots must therefore be treated as immutable).
+   */
+  previous?: Ruleset | null;
+}
+
+/** Snapshot-wide values a ServicePort fragment depends on. */
+interface Ctx {
+  family: TableFamily;
+  mark: number;
+  snap: Snapshot;
+  globalsFp: string;
+}
+
+const PROTO: Record<ServicePort['protocol'], L4Proto> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
+
+/** An endpoint with canonical address and its sort/identity string (`ip:port`, `[ip]:port`). */
+interface Ep {
+  ip: string;
+  port: number;
+  isLocal: boolean;
+  str: string;
+}
+
+function normEndpoints(family: TableFamily, eps: readonly Endpoint[], field: string): Ep[] {
+  const byStr = new Map<string, Ep>();
+  eps.forEach((e, i) => {
+    const ip = canonicalAddr(family, e.ip, `${field}[${i}].ip`);
+    if (!Number.isInteger(e.port) || e.port < 1 || e.port > 65535) throw new Error(`${field}[${i}].port: ${e.port} is out of range 1..65535`);
+    const str = family === 'ip' ? `${ip}:${e.port}` : `[${ip}]:${e.port}`;
+    const prev = byStr.get(str);
+    if (prev) prev.isLocal ||= e.isLocal;
+    else byStr.set(str, { ip, port: e.port, isLocal: e.isLocal, str });
+  });
+  return [...byStr.values()].sort((a, b) => (a.str < b.str ? -1 : a.str > b.str ? 1 : 0));
+}
+
+function ipPart(family: TableFamily, ip: string): KeyPart {
+  return family === 'ip' ? { type: 'ipv4_addr', ip } : { type: 'ipv6_addr', ip };
+}
+
+/**
+ * The endpoint-selection rules of a policy chain (`service-…` or `local-…`).
+ * `target(ep)` is the final statement list for one endpoint (DNAT, or `goto endpoint-…` with affinity).
+ */
+function selectionRules(eps: readonly Ep[], target: (ep: Ep) => Stmt[]): Rule[] {
+  const n = eps.length;
+  const rules: Rule[] = [];
+  for (let i = 0; i < n; i++) {
+    rules.push(rule(i < n - 1 ? [S.numgen(n - i, 0), ...target(eps[i])] : target(eps[i])));
+  }
+  return rules;
+}
+
+/**
+ * Compiles one ServicePort into its fragment.
+ * @throws Error naming `servicePorts[i].<field>` on invalid addresses, ports or CIDRs.
+ */
+function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint: string): Fragment {
+  const { family } = ctx;
+  const f = `servicePorts[${idx}]`;
+  const proto = PROTO[sp.protocol];
+  if (!proto) throw new Error(`${f}.protocol: ${JSON.stringify(sp.protocol)} is not TCP, UDP or SCTP`);
+  for (const [name, v] of [['port', sp.port], ['nodePort', sp.nodePort]] as const) {
+    if (!Number.isInteger(v) || v < 0 || v > 65535 || (name === 'port' && v === 0)) throw new Error(`${f}.${name}: ${v} is out of range`);
+  }
+  const spn = { namespace: sp.namespace, name: sp.name, portName: sp.portName, protocol: proto };
+  const names = servicePortNames(spn);
+  const comment = truncateComment(servicePortNameString(sp));
+  const addrType = addrTypeOf(family);
+  const clusterIP = canonicalAddr(family, sp.clusterIP, `${f}.clusterIP`);
+  const externalIPs = sp.externalIPs.map((ip, i) => canonicalAddr(family, ip, `${f}.externalIPs[${i}]`));
+  const lbIPs = sp.loadBalancerIPs.map((ip, i) => canonicalAddr(family, ip, `${f}.loadBalancerIPs[${i}]`));
+  const sourceRanges = sp.loadBalancerSourceRanges.map((c, i) => parseCidr(family, c, `${f}.loadBalancerSourceRanges[${i}]`));
+
+  const clusterEps = normEndpoints(family, sp.clusterEndpoints, `${f}.clusterEndpoints`);
+  const localEps = normEndpoints(family, sp.localEndpoints, `${f}.localEndpoints`);
+  const reachableEps = normEndpoints(family, sp.allReachableEndpoints, `${f}.allReachableEndpoints`);
+
+  // serviceport.go: ExternallyAccessible, UsesClusterEndpoints, UsesLocalEndpoints.
+  const externallyAccessible = sp.nodePort !== 0 || lbIPs.length > 0 || externalIPs.length > 0;
+  const usesClusterChain = clusterEps.length > 0 && (!sp.internalPolicyLocal || externallyAccessible);
+  const usesLocalChain = localEps.length > 0 && (sp.internalPolicyLocal || (sp.externalPolicyLocal && externallyAccessible));
+  const chainExists = (name: string) => (name === names.clusterChain ? usesClusterChain : usesLocalChain);
+
+  const internalChain = sp.internalPolicyLocal ? names.localChain : names.clusterChain;
+  const hasInternal = (sp.internalPolicyLocal ? localEps.length > 0 : sp.hasEndpoints) && chainExists(internalChain);
+  const externalPolicyChain = sp.externalPolicyLocal ? names.localChain : names.clusterChain;
+  const hasExternal = (sp.externalPolicyLocal ? localEps.length > 0 : sp.hasEndpoints) && chainExists(externalPolicyChain);
+  const usesExternalChain = sp.hasEndpoints && externallyAccessible;
+  const usesFirewallChain = lbIPs.length > 0 && sourceRanges.length > 0;
+
+  const rejectV: Verdict = { kind: 'goto', chain: CHAINS.reject };
+  const internalFilter: Verdict = sp.hasEndpoints ? { kind: 'drop' } : rejectV;
+  const externalFilter: Verdict = sp.hasEndpoints ? { kind: 'drop' } : rejectV;
+  const toExternal: Verdict = { kind: 'goto', chain: names.externalChain };
+
+  // Elements.
+  const elements: Element[] = [];
+  const svcKey = (ip: string): KeyPart[] => [ipPart(family, ip), { type: 'inet_proto', proto }, { type: 'inet_service', port: sp.port }];
+  const npKey: KeyPart[] = [{ type: 'inet_proto', proto }, { type: 'inet_service', port: sp.nodePort }];
+  elements.push({ set: SETS.clusterIPs, key: [ipPart(family, clusterIP)] });
+  if (hasInternal) elements.push({ set: SETS.serviceIPs, key: svcKey(clusterIP), verdict: { kind: 'goto', chain: internalChain } });
+  else elements.push({ set: SETS.noEndpointServices, key: svcKey(clusterIP), verdict: internalFilter, comment });
+  for (const ip of externalIPs) {
+    if (usesExternalChain) elements.push({ set: SETS.serviceIPs, key: svcKey(ip), verdict: toExternal });
+    if (!hasExternal) elements.push({ set: SETS.noEndpointServices, key: svcKey(ip), verdict: externalFilter, comment });
+  }
+  for (const ip of lbIPs) {
+    if (usesExternalChain) elements.push({ set: SETS.serviceIPs, key: svcKey(ip), verdict: toExternal });
+    if (usesFirewallChain) elements.push({ set: SETS.firewallIPs, key: svcKey(ip), verdict: { kind: 'goto', chain: names.firewallChain } });
+  }
+  if (!hasExternal) for (const ip of lbIPs) elements.push({ set: SETS.noEndpointServices, key: svcKey(ip), verdict: externalFilter, comment });
+  if (sp.nodePort !== 0) {
+    if (usesExternalChain) elements.push({ set: SETS.serviceNodePorts, key: npKey, verdict: toExternal });
+    if (!hasExternal) elements.push({ set: SETS.noEndpointNodePorts, key: npKey, verdict: externalFilter, comment });
+  }
+  for (const ep of reachableEps) {
+    if (!ep.isLocal) continue;
+    elements.push({
+      set: SETS.hairpin,
+      key: [ipPart(family, ep.ip), ipPart(family, ep.ip), { type: 'inet_proto', proto }, { type: 'inet_service', port: ep.port }],
+    });
+  }
+
+  // Chains and sets.
+  const chains: Chain[] = [];
+  const sets: SetDef[] = [];
+  const affinity = sp.affinityTimeoutSeconds;
+  const dnatTo = (ep: Ep): Stmt[] => [S.l4proto(proto), S.dnat(ep.ip, ep.port)];
+  const epNames = (ep: Ep) => endpointNames(spn, ep.ip, ep.port);
+  const policyRules = (eps: readonly Ep[]): Rule[] => {
+    if (affinity === null) return selectionRules(eps, dnatTo);
+    return [
+      ...eps.map((ep) => rule([S.lookup(['saddr'], epNames(ep).affinitySet), S.goto(epNames(ep).chain)])),
+      ...selectionRules(eps, (ep) => [S.goto(epNames(ep).chain)]),
+    ];
+  };
+  if (usesClusterChain) chains.push({ name: names.clusterChain, rules: policyRules(clusterEps) });
+  if (usesLocalChain) chains.push({ name: names.localChain, rules: policyRules(localEps) });
+
+  if (usesExternalChain) {
+    const mark = S.markOr(ctx.mark);
+    const rules: Rule[] = [];
+    if (!sp.externalPolicyLocal) {
+      rules.push(rule([mark], 'masquerade'));
+    } else {
+      if (usesClusterChain) {
+        for (const alt of ifLocal(family, ctx.snap.localDetector)) rules.push(rule([...alt, S.goto(names.clusterChain)], 'short-circuit pod traffic'));
+      }
+      rules.push(rule([S.fibLocal('saddr'), mark], 'masquerade local traffic'));
+      if (usesClusterChain) rules.push(rule([S.fibLocal('saddr'), S.goto(names.clusterChain)], 'short-circuit local traffic'));
+    }
+    if (hasExternal) rules.push(rule([S.goto(externalPolicyChain)]));
+    chains.push({ name: names.externalChain, rules });
+  }
+
+  if (usesFirewallChain) {
+    const nodeIP = ctx.snap.node.ips[0];
+    const nodeBytes = nodeIP !== undefined ? parseAddr(family, nodeIP, 'node.ips[0]') : null;
+    const allowFromNode = nodeBytes !== null && sourceRanges.some((c) => cidrContains(c, nodeBytes));
+    const sources = [...sourceRanges.map(formatCidr), ...(allowFromNode ? lbIPs : [])];
+    chains.push({ name: names.firewallChain, rules: [rule([...sources.map((s) => S.saddr(s, true)), S.drop()])] });
+  }
+
+  if (affinity !== null) {
+    if (!Number.isInteger(affinity) || affinity <= 0) throw new Error(`${f}.affinityTimeoutSeconds: ${affinity} is not a positive integer`);
+    const used = new Map<string, Ep>();
+    for (const ep of [...(usesClusterChain ? clusterEps : []), ...(usesLocalChain ? localEps : []), ...reachableEps]) used.set(ep.str, ep);
+    for (const ep of [...used.values()].sort((a, b) => (a.str < b.str ? -1 : a.str > b.str ? 1 : 0))) {
+      const n = epNames(ep);
+      sets.push({ name: n.affinitySet, key: [addrType], timeoutSec: affinity });
+      chains.push({ name: n.chain, rules: [rule([S.update(n.affinitySet, 'saddr')]), rule(dnatTo(ep))] });
+    }
+  }
+
+  return { key: servicePortKey(sp), fingerprint, chains, sets, elements, elementKeys: elements.map(elementKeyText), source: sp };
+}
+
+/**
+ * Compiles a snapshot into the desired ruleset of its family's table.
+ * @param snapshot a parsed Snapshot (config-schema/snapshot.ts; defaults applied)
+ * @throws Error naming the snapshot field (e.g. `servicePorts[3].clusterIP`) on invalid values, or on two
+ *   ServicePorts with the same key.
+ */
+export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset {
+  const family = tableFamilyOf(snapshot);
+  const globalsFp = fingerprintOf(globalsOf(snapshot));
+  const ctx: Ctx = { family, mark: masqueradeMark(snapshot.masqueradeBit), snap: snapshot, globalsFp };
+  const prev = opts.previous && opts.previous.family === family && opts.previous.table === snapshot.tableName ? opts.previous : null;
+
+  let skeleton = skeletonFragment(snapshot);
+  const prevSkel = prev?.fragments.get(skeleton.key);
+  if (prevSkel && prevSkel.fingerprint === skeleton.fingerprint) skeleton = prevSkel;
+  const prevGlobals = prevSkel?.fingerprint === skeleton.fingerprint ? globalsFp : null;
+
+  const byKey = new Map<string, Fragment>();
+  const trusted = new Set<Fragment>();
+  snapshot.servicePorts.forEach((sp, i) => {
+    const key = servicePortKey(sp);
+    if (byKey.has(key)) throw new Error(`servicePorts[${i}]: duplicate ServicePort ${key}`);
+    const old = prev?.fragments.get(key);
+    if (old && old.source === sp && prevGlobals === globalsFp) {
+      byKey.set(key, old);
+      trusted.add(old);
+      return;
+    }
+    const fp = fingerprintOf([globalsFp, sp]);
+    if (old && old.fingerprint === fp) {
+      byKey.set(key, old);
+      trusted.add(old);
+    } else byKey.set(key, compileServicePort(ctx, sp, i, fp));
+  });
+  const keys = [...byKey.keys()].sort();
+  if (skeleton === prevSkel) trusted.add(skeleton);
+  else trusted.clear(); // a new skeleton may have changed what the reused fragments reference
+  return buildRuleset(family, snapshot.tableName, TABLE_COMMENT, [skeleton, ...keys.map((k) => byKey.get(k)!)], { trusted });
+}
