@@ -99,7 +99,8 @@ export type Expr =
   | { type: 'meta_set'; key: number; sreg: number }
   | { type: 'cmp'; sreg: number; op: number; data: Uint8Array }
   | { type: 'range'; sreg: number; op: number; from: Uint8Array; to: Uint8Array }
-  | { type: 'bitwise'; sreg: number; dreg: number; len: number; mask: Uint8Array; xor: Uint8Array }
+  /** `op` (NFTA_BITWISE_OP, BITWISE_OP) is sent only when set; nft sends 0 for some mark operations. */
+  | { type: 'bitwise'; sreg: number; dreg: number; len: number; mask: Uint8Array; xor: Uint8Array; op?: number }
   | { type: 'lookup'; sreg: number; set: string; setId?: number; dreg?: number; flags?: number }
   | { type: 'immediate'; dreg: number; data: NftData }
   | {
