@@ -1,0 +1,203 @@
+/**
+ * Builds the per-family Snapshot (config-schema/snapshot.ts) from the cluster state and the config, the way
+ * upstream builds its ServicePorts and EndpointsMap (kubernetes `pkg/proxy/serviceport.go`,
+ * `pkg/proxy/endpointslicecache.go`; reference kube-proxy-nftables.md §5):
+ * - one ServicePort per `spec.ports[]` with a ClusterIP of the family;
+ * - endpoints from every EndpointSlice of the Service with that addressType, matched by port NAME and protocol,
+ *   `addresses[0]` only, deduplicated by ip:port (isLocal wins), sorted;
+ * - externalIPs, LoadBalancer VIPs (ipMode VIP or unset) and trimmed source ranges of the family;
+ * - ClientIP affinity timeout (default 10800 s); eTP=Local only when externally accessible.
+ * ServicePorts of unchanged Services are reused as the same objects, so the compiler can reuse their fragments.
+ */
+import type { Config } from '../config-schema/config.ts';
+import { clusterCIDRsOf } from '../config-schema/config.ts';
+import type { EndpointSlice, Service } from '../config-schema/kubernetes.ts';
+import { LABEL } from '../config-schema/kubernetes.ts';
+import type { Endpoint, LocalDetector, ServicePort, Snapshot } from '../config-schema/snapshot.ts';
+import { canonicalAddr, isIPv4, isIPv6 } from '../rules/addr.ts';
+import type { TableFamily } from '../netlink/types.ts';
+import { categorizeEndpoints } from './endpoints.ts';
+import type { ClusterState, Changes, InvalidObjectReporter } from './cluster-state.ts';
+
+/** Default ClientIP affinity timeout (core/v1 DefaultClientIPServiceAffinitySeconds). */
+export const DEFAULT_AFFINITY_SECONDS = 10800;
+
+export type IPFamily = 'IPv4' | 'IPv6';
+const TABLE_FAMILY: Record<IPFamily, TableFamily> = { IPv4: 'ip', IPv6: 'ip6' };
+const inFamily = (f: IPFamily, ip: string) => (f === 'IPv4' ? isIPv4(ip) : isIPv6(ip));
+
+/**
+ * Keeps the ServicePorts built per Service and family, and rebuilds only the Services that changed.
+ */
+export class SnapshotBuilder {
+  readonly #config: Config;
+  readonly #report: InvalidObjectReporter;
+  readonly #cache = new Map<string, ServicePort[]>(); // `${family}|ns/name` -> ServicePorts
+
+  constructor(config: Config, report: InvalidObjectReporter) {
+    this.#config = config;
+    this.#report = report;
+  }
+
+  /** Forgets cached ServicePorts of `changes` (all of them when the node changed). */
+  invalidate(changes: Changes): void {
+    if (changes.node) { this.#cache.clear(); return; }
+    for (const k of changes.services) {
+      this.#cache.delete(`IPv4|${k}`);
+      this.#cache.delete(`IPv6|${k}`);
+    }
+  }
+
+  /** The desired state of `family`. */
+  build(state: ClusterState, family: IPFamily): Snapshot {
+    const cfg = this.#config;
+    const node = state.node;
+    const zone = node?.metadata.labels?.[LABEL.zone] ?? '';
+    const nodeIPs = (node?.status?.addresses ?? [])
+      .filter((a) => a.type === 'InternalIP' || a.type === 'ExternalIP')
+      .map((a) => a.address).filter((ip) => inFamily(family, ip));
+    const servicePorts: ServicePort[] = [];
+    const keys = [...state.services.keys()].sort();
+    for (const key of keys) {
+      const cacheKey = `${family}|${key}`;
+      let sps = this.#cache.get(cacheKey);
+      if (!sps) {
+        sps = this.#servicePorts(state, state.services.get(key)!, family, zone);
+        this.#cache.set(cacheKey, sps);
+      }
+      servicePorts.push(...sps);
+    }
+    return {
+      family: family === 'IPv4' ? 'ipv4' : 'ipv6',
+      tableName: cfg.tableName,
+      masqueradeAll: cfg.nftables.masqueradeAll,
+      masqueradeBit: cfg.nftables.masqueradeBit,
+      localDetector: this.#localDetector(state, family),
+      nodePortIPs: this.#nodePortIPs(family, nodeIPs),
+      serviceCIDRs: cfg.serviceCIDRs.filter((c) => inFamily(family, c.split('/')[0])),
+      node: { name: state.nodeName, zone, ips: nodeIPs },
+      servicePorts,
+    };
+  }
+
+  #localDetector(state: ClusterState, family: IPFamily): LocalDetector {
+    const cfg = this.#config;
+    switch (cfg.detectLocalMode) {
+      case 'ClusterCIDR': {
+        const cidrs = clusterCIDRsOf(cfg).filter((c) => inFamily(family, c.split('/')[0]));
+        return cidrs.length ? { mode: 'cidr', cidrs: [cidrs[0]] } : { mode: 'none' };
+      }
+      case 'NodeCIDR': {
+        const cidrs = (state.node?.spec?.podCIDRs ?? []).filter((c) => inFamily(family, c.split('/')[0]));
+        return cidrs.length ? { mode: 'cidr', cidrs: [cidrs[0]] } : { mode: 'none' };
+      }
+      case 'BridgeInterface':
+        return cfg.detectLocal.bridgeInterface ? { mode: 'interface', name: cfg.detectLocal.bridgeInterface } : { mode: 'none' };
+      case 'InterfaceNamePrefix':
+        return cfg.detectLocal.interfaceNamePrefix ? { mode: 'interfacePrefix', prefix: cfg.detectLocal.interfaceNamePrefix } : { mode: 'none' };
+    }
+  }
+
+  /** nodePortAddresses → null (match all) or the node IPs in the listed CIDRs (kube-proxy's NodePortAddresses). */
+  #nodePortIPs(family: IPFamily, nodeIPs: string[]): string[] | null {
+    const cidrs: string[] = [];
+    for (const a of this.#config.nodePortAddresses) {
+      if (a === 'all') return null;
+      if (a === 'primary') { if (nodeIPs[0]) cidrs.push(`${nodeIPs[0]}/${family === 'IPv4' ? 32 : 128}`); continue; }
+      if (a === 'localhost') { cidrs.push(family === 'IPv4' ? '127.0.0.0/8' : '::1/128'); continue; }
+      cidrs.push(a);
+    }
+    const mine = cidrs.filter((c) => inFamily(family, c.split('/')[0]));
+    if (mine.length === 0 || mine.some((c) => /\/0$/.test(c))) return null;
+    const ips = nodeIPs.filter((ip) => mine.some((c) => cidrContainsText(c, ip)));
+    return ips;
+  }
+
+  #servicePorts(state: ClusterState, svc: Service, family: IPFamily, zone: string): ServicePort[] {
+    const ns = svc.metadata.namespace ?? 'default';
+    const name = svc.metadata.name;
+    const what = `Service ${ns}/${name}`;
+    const spec = svc.spec;
+    const clusterIPs = spec.clusterIPs?.length ? spec.clusterIPs : spec.clusterIP ? [spec.clusterIP] : [];
+    const rawIP = clusterIPs.find((ip) => inFamily(family, ip));
+    if (!rawIP) return [];
+    const tf = TABLE_FAMILY[family];
+    let clusterIP: string;
+    try { clusterIP = canonicalAddr(tf, rawIP, 'spec.clusterIPs'); } catch (e) { this.#report(what, (e as Error).message); return []; }
+    const familyIPs = (list: string[] | undefined, field: string) => (list ?? []).flatMap((ip, i) => {
+      if (!inFamily(family, ip)) return [];
+      try { return [canonicalAddr(tf, ip, `${field}[${i}]`)]; } catch (e) { this.#report(what, (e as Error).message); return []; }
+    });
+    const externalIPs = familyIPs(spec.externalIPs, 'spec.externalIPs');
+    const lbIPs = familyIPs((svc.status?.loadBalancer?.ingress ?? []).filter((i) => i.ip && (i.ipMode === undefined || i.ipMode === 'VIP')).map((i) => i.ip!), 'status.loadBalancer.ingress');
+    const sourceRanges = (spec.loadBalancerSourceRanges ?? []).map((r) => r.trim()).filter((r) => r && inFamily(family, r.split('/')[0]));
+    const externallyAccessible = spec.type === 'NodePort' || spec.type === 'LoadBalancer' || externalIPs.length > 0 || lbIPs.length > 0;
+    const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
+    const internalPolicyLocal = spec.internalTrafficPolicy === 'Local';
+    const affinity = spec.sessionAffinity === 'ClientIP' ? spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_SECONDS : null;
+    const slices = [...(state.slicesByService.get(`${ns}/${name}`) ?? [])].map((k) => state.slices.get(k)!).filter((s) => s.addressType === family);
+
+    const out: ServicePort[] = [];
+    for (const [i, p] of spec.ports.entries()) {
+      const portName = p.name ?? '';
+      if (spec.ports.length > 1 && !portName) { this.#report(what, `spec.ports[${i}].name: required when a Service has several ports`); continue; }
+      const endpoints = collectEndpoints(slices, portName, p.protocol, state.nodeName, tf, (w) => this.#report(what, w));
+      const nodePort = spec.type === 'NodePort' || spec.type === 'LoadBalancer' ? p.nodePort ?? 0 : 0;
+      const cat = categorizeEndpoints(endpoints, { internalPolicyLocal, externalPolicyLocal, externallyAccessible: externallyAccessible || nodePort > 0 }, state.nodeName, zone);
+      out.push({
+        namespace: ns, name, portName, protocol: p.protocol, clusterIP, port: p.port, nodePort,
+        externalIPs, loadBalancerIPs: lbIPs, loadBalancerSourceRanges: sourceRanges,
+        affinityTimeoutSeconds: affinity, externalPolicyLocal, internalPolicyLocal,
+        healthCheckNodePort: spec.type === 'LoadBalancer' && externalPolicyLocal ? spec.healthCheckNodePort ?? 0 : 0,
+        ...cat,
+      });
+    }
+    return out;
+  }
+}
+
+/** Endpoints of one ServicePort from the Service's slices of one family (endpointslicecache.go semantics). */
+export function collectEndpoints(slices: readonly EndpointSlice[], portName: string, protocol: string, nodeName: string, family: TableFamily, warn: (msg: string) => void): Endpoint[] {
+  const byKey = new Map<string, Endpoint>();
+  for (const s of slices) {
+    const port = s.ports.find((p) => (p.name ?? '') === portName && (p.protocol ?? 'TCP') === protocol);
+    if (!port || !port.port) continue;
+    for (const e of s.endpoints) {
+      let ip: string;
+      try { ip = canonicalAddr(family, e.addresses[0], 'endpoints[].addresses[0]'); } catch (err) { warn(`EndpointSlice ${s.metadata.name}: ${(err as Error).message}`); continue; }
+      const ready = e.conditions?.ready ?? true;
+      const ep: Endpoint = {
+        ip, port: port.port, isLocal: !!e.nodeName && e.nodeName === nodeName,
+        ready: ready !== false, serving: (e.conditions?.serving ?? true) !== false, terminating: e.conditions?.terminating === true,
+      };
+      const zones = e.hints?.forZones?.map((z) => z.name);
+      const nodes = e.hints?.forNodes?.map((n) => n.name);
+      if (zones?.length) ep.zoneHints = zones;
+      if (nodes?.length) ep.nodeHints = nodes;
+      const k = `${ip}:${port.port}`;
+      const prev = byKey.get(k);
+      if (!prev || (!prev.isLocal && ep.isLocal)) byKey.set(k, ep);
+    }
+  }
+  return [...byKey.values()].sort((a, b) => {
+    const ka = `${a.ip}:${a.port}`, kb = `${b.ip}:${b.port}`;
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  });
+}
+
+function cidrContainsText(cidr: string, ip: string): boolean {
+  const [base, bitsText] = cidr.split('/');
+  const bits = Number(bitsText);
+  const toBig = (s: string): bigint => {
+    if (isIPv4(s)) return s.split('.').reduce((n, o) => (n << 8n) | BigInt(Number(o)), 0n);
+    const full = canonicalAddr('ip6', s).split('::');
+    const head = full[0] ? full[0].split(':') : [];
+    const tail = full.length > 1 && full[1] ? full[1].split(':') : [];
+    const groups = [...head, ...Array(8 - head.length - tail.length).fill('0'), ...tail];
+    return groups.reduce((n, g) => (n << 16n) | BigInt(parseInt(g || '0', 16)), 0n);
+  };
+  const width = isIPv4(base) ? 32 : 128;
+  if (isIPv4(base) !== isIPv4(ip)) return false;
+  const shift = BigInt(width - bits);
+  return (toBig(base) >> shift) === (toBig(ip) >> shift);
+}
