@@ -10,7 +10,7 @@ import type { BatchOp } from './types.ts';
 import { FAMILY_NUMBER, NFPROTO } from './types.ts';
 import { NetlinkWriter } from './attrs.ts';
 import { NFNL_BATCH_GENID, NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFNL_SUBSYS, NFT_MSG, NLM_F, beginMessage, endMessage, nftType } from './message.ts';
-import { chunkElements, encodeChain, encodeElements, encodeRule, encodeSet, encodeTable } from './objects.ts';
+import { chunkElements, encodeChain, encodeChainFlush, encodeElements, encodeRule, encodeSet, encodeTable } from './objects.ts';
 
 /** An encoded batch: the bytes to send and the map from message seq back to the operation. */
 export interface EncodedBatch {
@@ -104,7 +104,8 @@ export function encodeBatch(ops: readonly BatchOp[], opts: { seqStart: number; g
       }
       case 'chain': {
         const s = startMsg(i, MSG.chain[op.op], flags, FAMILY_NUMBER[op.chain.family]);
-        encodeChain(w, op.chain, del);
+        if (op.op === 'flush') encodeChainFlush(w, op.chain);
+        else encodeChain(w, op.chain, del);
         endMessage(w, s);
         break;
       }

@@ -96,6 +96,12 @@ export function encodeChain(w: NetlinkWriter, c: ChainSpec, forDelete = false): 
   if (c.comment !== undefined) w.attrBytes(NFTA_CHAIN.USERDATA, commentUdata(c.comment));
 }
 
+/** Flush chain = DELRULE with NFTA_RULE_TABLE and NFTA_RULE_CHAIN only (as nft sends it). */
+export function encodeChainFlush(w: NetlinkWriter, c: Pick<ChainSpec, 'table' | 'name'>): void {
+  w.attrStr(NFTA_RULE.TABLE, c.table);
+  w.attrStr(NFTA_RULE.CHAIN, c.name);
+}
+
 /** NEWRULE payload: TABLE, CHAIN, [HANDLE], [POSITION], EXPRESSIONS, [USERDATA]. DEL: TABLE, CHAIN, HANDLE. */
 export function encodeRule(w: NetlinkWriter, r: RuleSpec, forDelete = false): void {
   w.attrStr(NFTA_RULE.TABLE, r.table);
@@ -302,6 +308,7 @@ export function decodeSet(family: TableFamily, b: Buffer): SetSpec {
 export function decodeElements(family: TableFamily, b: Buffer): ElementsSpec {
   const m = attrMap(b);
   const spec: ElementsSpec = { family, table: read.str(m.get(NFTA_SET_ELEM_LIST.TABLE)!), set: read.str(m.get(NFTA_SET_ELEM_LIST.SET)!), elements: [] };
+  if (m.has(NFTA_SET_ELEM_LIST.SET_ID)) spec.setId = read.u32be(m.get(NFTA_SET_ELEM_LIST.SET_ID)!);
   const list = m.get(NFTA_SET_ELEM_LIST.ELEMENTS);
   if (list) {
     for (const el of iterAttrs(list)) {
