@@ -6,7 +6,7 @@ import { ClusterState } from './cluster-state.ts';
 import { SnapshotBuilder } from './snapshot.ts';
 import { readListFile } from './file-source.ts';
 
-const FIXTURE = new URL('../../shared/fixtures/cluster-small.kubectl.json', import.meta.url).pathname;
+const FIXTURE = new URL('../e2e/testdata/cluster-small.kubectl.json', import.meta.url).pathname;
 
 function load(cfgInput: object = {}) {
   const reports: string[] = [];
