@@ -15,6 +15,7 @@ import { dirname, join } from 'node:path';
 import pino from 'pino';
 import type { Config } from '../config-schema/config.ts';
 import { configJsonSchema } from '../config-schema/json-schema.ts';
+import { configReferenceMarkdown } from '../config-schema/reference.ts';
 import { compile, render } from '../rules/index.ts';
 import { BatchError, NftSocket } from '../netlink/socket.ts';
 import type { TableFamily } from '../netlink/types.ts';
@@ -52,7 +53,7 @@ SIGTERM and SIGINT stop it within 5 s and leave the ruleset in place.`,
   apply: 'Usage: nftproxy apply --config FILE [--hostname-override NAME]\n\nOne full sync; prints a JSON summary; exit 0 only when the kernel acknowledged every batch.',
   render: 'Usage: nftproxy render --config FILE [--hostname-override NAME]\n\nPrints the ruleset of every family as nft -f text. Opens no socket and needs no root.',
   cleanup: 'Usage: nftproxy cleanup --config FILE [--kube-proxy]\n\nDeletes the ip and ip6 tables named by tableName; with --kube-proxy also kube-proxy\'s own nftables tables.',
-  config: 'Usage: nftproxy config schema | nftproxy config validate FILE',
+  config: 'Usage: nftproxy config schema | nftproxy config validate FILE | nftproxy config docs\n\nschema: the JSON Schema of the config file; validate: check FILE (exit 1 naming each invalid field); docs: the Markdown configuration reference (docs/configuration.md).',
 };
 
 type Logger = pino.Logger;
@@ -259,6 +260,7 @@ export async function main(argv: string[]): Promise<number> {
   if (values.help || cmd === '' || cmd === 'help') { process.stdout.write(`${HELP[cmd === 'help' ? '' : cmd] ?? HELP['']}\n`); return cmd === '' && !values.help ? 2 : 0; }
   if (cmd === 'config') {
     if (sub === 'schema') { process.stdout.write(JSON.stringify(configJsonSchema(), null, 2) + '\n'); return 0; }
+    if (sub === 'docs') { process.stdout.write(configReferenceMarkdown()); return 0; }
     if (sub === 'validate' && positionals[2]) { loadConfig(positionals[2]); process.stdout.write(`${positionals[2]}: valid\n`); return 0; }
     process.stderr.write(`${HELP.config}\n`);
     return 2;

@@ -24,11 +24,14 @@ export function parseDuration(text: string): number | null {
   return consumed === text.length && consumed > 0 ? total : null;
 }
 
-/** A duration field: a Go duration string, parsed to milliseconds. */
+/**
+ * A duration field: a Go duration string (`"1s"`, `"500ms"`, `"1h30m"`), parsed to milliseconds. The JSON Schema
+ * marks it `format: "duration"` so the generated reference shows it as a duration.
+ */
 const duration = (def: string, what: string) =>
   z.string()
     .default(def)
-    .describe(`${what} (a Go duration such as "1s", "500ms", "1h30m"; default "${def}")`)
+    .meta({ description: what, format: 'duration' })
     .transform((s, ctx) => {
       const ms = parseDuration(s);
       if (ms === null) {
@@ -42,10 +45,10 @@ const cidrLike = /^[0-9a-fA-F:.]+\/\d{1,3}$/;
 
 export const SourceSchema = z.discriminatedUnion('type', [
   z.object({
-    type: z.literal('file'),
+    type: z.literal('file').describe('Read the objects from a JSON file (bare metal)'),
     path: z.string().min(1).describe('A Kubernetes List of Services, EndpointSlices and an optional Node (kubectl get ... -o json). Relative to the config file.'),
   }).strict(),
-  z.object({ type: z.literal('kubernetes') }).strict(),
+  z.object({ type: z.literal('kubernetes').describe('List and watch the Kubernetes API (in-cluster config, or clientConnection.kubeconfig)') }).strict(),
 ]).describe('Where Services and EndpointSlices come from: the Kubernetes API, or a JSON file on bare metal');
 
 export const ConntrackSchema = z.object({
@@ -67,24 +70,24 @@ export const NftablesSchema = z.object({
 
 export const ClientConnectionSchema = z.object({
   kubeconfig: z.string().default('').describe('Path of a kubeconfig; empty = in-cluster config'),
-  acceptContentTypes: z.string().default(''),
-  contentType: z.string().default('application/vnd.kubernetes.protobuf'),
-  qps: z.number().default(5),
-  burst: z.number().int().default(10),
+  acceptContentTypes: z.string().default('').describe('Accept header of API requests; accepted for compatibility, JSON is always used'),
+  contentType: z.string().default('application/vnd.kubernetes.protobuf').describe('Content type of API requests; accepted for compatibility, JSON is always used'),
+  qps: z.number().default(5).describe('Client-side rate limit of API requests per second (kube-proxy field; the watch uses few requests)'),
+  burst: z.number().int().default(10).describe('Client-side burst of API requests (kube-proxy field)'),
 }).strict().prefault({}).describe('Kubernetes API client settings');
 
 export const DetectLocalSchema = z.object({
   bridgeInterface: z.string().default('').describe('Pod bridge interface for detectLocalMode BridgeInterface'),
   interfaceNamePrefix: z.string().default('').describe('Pod interface name prefix for detectLocalMode InterfaceNamePrefix'),
   clusterCIDRs: z.array(z.string().regex(cidrLike, 'expected a CIDR such as 10.244.0.0/16')).default([]).describe('Cluster CIDRs (one per family); overrides clusterCIDR'),
-}).strict().prefault({});
+}).strict().prefault({}).describe('Settings of the local-traffic detector chosen by detectLocalMode (kube-proxy detectLocal block)');
 
 /** kube-proxy fields that exist in KubeProxyConfiguration but do not apply to nftables mode: accepted, ignored. */
 const ignored = z.unknown().optional().describe('Accepted for compatibility with KubeProxyConfiguration; ignored');
 
 export const ConfigSchema = z.object({
   apiVersion: z.string().optional().describe('kubeproxy.config.k8s.io/v1alpha1, if given'),
-  kind: z.literal('KubeProxyConfiguration').optional(),
+  kind: z.literal('KubeProxyConfiguration').optional().describe('KubeProxyConfiguration, if given'),
   mode: z.enum(['', 'nftables']).optional().describe('Only nftables (or empty) is accepted'),
   hostnameOverride: z.string().default('').describe('The node name; empty = the NODE_NAME environment variable, else the hostname'),
   bindAddress: z.string().default('0.0.0.0').describe('Overrides the node primary IP when set to a specific address'),
@@ -95,8 +98,9 @@ export const ConfigSchema = z.object({
   nodePortAddresses: z.array(z.string()).default(['primary']).describe('NodePort addresses: "primary", "all", "localhost" or CIDRs'),
   healthzBindAddress: z.string().default('0.0.0.0:10256').describe('host:port of the health server; empty disables it'),
   metricsBindAddress: z.string().default('127.0.0.1:10249').describe('host:port of the metrics server; empty disables it'),
-  oomScoreAdj: z.number().int().min(-1000).max(1000).default(-999).describe('oom_score_adj of the agent process'),
-  configSyncPeriod: duration('15m', 'Informer resync period'),
+  oomScoreAdj: z.number().int().min(-1000).max(1000).default(-999)
+    .describe('Written to /proc/self/oom_score_adj at startup (-1000..1000); a warning when not permitted'),
+  configSyncPeriod: duration('15m', 'Informer resync period (kube-proxy field; watches keep the state current)'),
   conntrack: ConntrackSchema,
   clientConnection: ClientConnectionSchema,
   nftables: NftablesSchema,
