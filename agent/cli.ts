@@ -4,8 +4,9 @@
  *   nftproxy run --config FILE [--init-only] [--hostname-override NAME] [--log-level LEVEL]
  *   nftproxy apply --config FILE        one sync; exit 0 only when the kernel acknowledged it
  *   nftproxy render --config FILE       the ruleset as nft -f text (no root, no socket)
- *   nftproxy cleanup --config FILE [--kube-proxy]
- *   nftproxy config schema | config validate FILE
+ *   nftproxy cleanup [--config FILE] [--kube-proxy]     (alias: nftproxy --cleanup, as kube-proxy's flag)
+ *   nftproxy check [--config FILE]      the kernel requirements probe (agent/kernel-check.ts)
+ *   nftproxy config schema | config validate FILE | config docs
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
@@ -17,9 +18,9 @@ import type { Config } from '../config-schema/config.ts';
 import { configJsonSchema } from '../config-schema/json-schema.ts';
 import { configReferenceMarkdown } from '../config-schema/reference.ts';
 import { compile, render } from '../rules/index.ts';
-import { BatchError, NftSocket } from '../netlink/socket.ts';
+import { NftSocket } from '../netlink/socket.ts';
 import type { TableFamily } from '../netlink/types.ts';
-import { ConfigError, loadConfig } from './config.ts';
+import { ConfigError, loadConfig, parseConfig } from './config.ts';
 import { ClusterState } from './cluster-state.ts';
 import { FileSource, readListFile } from './file-source.ts';
 import { SnapshotBuilder, type IPFamily } from './snapshot.ts';
@@ -29,6 +30,11 @@ import { createProxyMetrics } from './metrics.ts';
 import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
 import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
 import { applySysctls, conntrackTargets } from './sysctls.ts';
+import { ConfigWatcher } from './config-watch.ts';
+import { checkKernel } from './kernel-check.ts';
+import { applyOomScoreAdj } from './oom.ts';
+import { KUBE_PROXY_TABLE, deleteTables, findKubeProxyLeftovers } from './cleanup.ts';
+import { ConfigSchema } from '../config-schema/config.ts';
 
 const VERSION = (JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -41,18 +47,37 @@ Commands:
   run --config FILE       run the agent (sync loop, health and metrics servers)
   apply --config FILE     one sync, then exit (0 only when the kernel acknowledged it)
   render --config FILE    print the ruleset as nft -f text (no root needed)
-  cleanup --config FILE   delete nftproxy's tables
+  cleanup [--config FILE] delete nftproxy's tables (ip and ip6); --kube-proxy: also kube-proxy's
+  check [--config FILE]   check that the kernel has every nf_tables feature nftproxy needs
   config schema           print the JSON Schema of the config file
   config validate FILE    check a config file
+  config docs             print the configuration reference (docs/configuration.md)
 
-Options: --help, --version; see 'nftproxy <command> --help'.`,
+Options:
+  --help, -h              this help; 'nftproxy <command> --help' for one command
+  --version               print the version
+  --cleanup               same as the cleanup command (kube-proxy's flag)`,
   run: `Usage: nftproxy run --config FILE [--init-only] [--hostname-override NAME] [--log-level LEVEL]
 
-Runs the agent. --init-only writes the conntrack sysctls (the privileged step) and exits.
+Runs the agent: checks the kernel, sets oomScoreAdj, programs the ruleset and keeps it in sync.
+  --config FILE             the JSON config (see docs/configuration.md); watched: a valid change makes the
+                            agent exit 0 so that its supervisor restarts it; an invalid change is only reported
+  --init-only               write the conntrack sysctls (the privileged step) and exit
+  --hostname-override NAME  the node name (else config hostnameOverride, $NODE_NAME, the hostname)
+  --log-level LEVEL         trace, debug, info (default), warn, error
 SIGTERM and SIGINT stop it within 5 s and leave the ruleset in place.`,
   apply: 'Usage: nftproxy apply --config FILE [--hostname-override NAME]\n\nOne full sync; prints a JSON summary; exit 0 only when the kernel acknowledged every batch.',
   render: 'Usage: nftproxy render --config FILE [--hostname-override NAME]\n\nPrints the ruleset of every family as nft -f text. Opens no socket and needs no root.',
-  cleanup: 'Usage: nftproxy cleanup --config FILE [--kube-proxy]\n\nDeletes the ip and ip6 tables named by tableName; with --kube-proxy also kube-proxy\'s own nftables tables.',
+  cleanup: `Usage: nftproxy cleanup [--config FILE] [--kube-proxy]     (or: nftproxy --cleanup ...)
+
+Deletes the ip and ip6 tables named by tableName (default nftproxy): everything nftproxy made, nothing else.
+--kube-proxy  also deletes kube-proxy's nftables tables (ip and ip6 kube-proxy), and names kube-proxy's
+              iptables and ipvs leftovers with the command to remove them (nftproxy does not touch those).
+Prints a JSON summary; exit 1 when a table could not be deleted.`,
+  check: `Usage: nftproxy check [--config FILE]
+
+Probes the kernel with one nf_tables batch that creates and deletes a throw-away table holding every feature
+nftproxy uses; exit 0 when it was accepted, 1 with the missing feature otherwise. 'run' does the same at startup.`,
   config: 'Usage: nftproxy config schema | nftproxy config validate FILE | nftproxy config docs\n\nschema: the JSON Schema of the config file; validate: check FILE (exit 1 naming each invalid field); docs: the Markdown configuration reference (docs/configuration.md).',
 };
 
@@ -123,28 +148,54 @@ async function cmdApply(cfg: Config, nodeName: string, log: Logger): Promise<num
   }
 }
 
+/** `cleanup`: our tables (both families); with --kube-proxy also kube-proxy's tables, and its other leftovers named. */
 async function cmdCleanup(cfg: Config, kubeProxy: boolean, log: Logger): Promise<number> {
   const sock = NftSocket.open();
-  let failed = 0;
   try {
-    const names = kubeProxy ? [cfg.tableName, 'kube-proxy'] : [cfg.tableName];
-    for (const name of names) {
-      for (const family of ['ip', 'ip6'] as const) {
-        try {
-          await sock.sendBatch([{ op: 'delete', kind: 'table', table: { family, name } }]);
-          log.info({ table: `${family} ${name}` }, 'table deleted');
-        } catch (err) {
-          if (err instanceof BatchError && err.errors.every((e) => e.errnoName === 'ENOENT')) continue;
-          failed++;
-          log.error({ table: `${family} ${name}`, err: (err as Error).message }, 'cannot delete table');
-        }
-      }
+    const tables = await deleteTables(sock, kubeProxy ? [cfg.tableName, KUBE_PROXY_TABLE] : [cfg.tableName]);
+    for (const t of tables) {
+      if (t.action === 'failed') log.error({ table: t.table, err: t.error }, 'cannot delete table');
+      else if (t.action === 'deleted') log.info({ table: t.table }, 'table deleted');
     }
-    if (kubeProxy) log.info({}, 'iptables and ipvs leftovers of kube-proxy are not removed by nftproxy: run "kube-proxy --cleanup" or see docs/migration-from-kube-proxy.md');
+    const leftovers = kubeProxy ? await findKubeProxyLeftovers(sock, (p) => { try { return readFileSync(p, 'utf8'); } catch { return null; } }) : [];
+    for (const l of leftovers) log.warn({ advice: l.advice }, `kube-proxy leftover, not removed by nftproxy: ${l.what}`);
+    if (kubeProxy && !leftovers.length) log.info({}, 'no iptables or ipvs leftovers of kube-proxy found');
+    process.stdout.write(JSON.stringify({ tables, leftovers }) + '\n');
+    return tables.some((t) => t.action === 'failed') ? 1 : 0;
   } finally {
     sock.close();
   }
-  return failed ? 1 : 0;
+}
+
+/** `check`: the kernel probe for every configured family. */
+async function cmdCheck(cfg: Config, log: Logger): Promise<number> {
+  const sock = NftSocket.open();
+  try {
+    let ok = true;
+    for (const f of familiesOf(cfg, log)) {
+      const r = await checkKernel(sock, f, cfg.tableName);
+      for (const w of r.warnings) log.warn({ family: r.family }, w);
+      if (r.ok) log.info({ family: r.family, ops: r.ops }, 'kernel check passed');
+      else { ok = false; log.error({ family: r.family }, r.message); }
+    }
+    return ok ? 0 : 1;
+  } finally {
+    sock.close();
+  }
+}
+
+/** Startup steps of `run` before the first sync: oomScoreAdj, then the kernel probe. Returns false when the kernel lacks a feature. */
+async function preflight(cfg: Config, sock: NftSocket, families: IPFamily[], log: Logger): Promise<boolean> {
+  const oom = applyOomScoreAdj({ readFile: (p) => readFileSync(p, 'utf8'), writeFile: (p, d) => writeFileSync(p, d) }, cfg.oomScoreAdj);
+  if (oom.action === 'not-permitted') log.warn({ oomScoreAdj: cfg.oomScoreAdj }, oom.reason);
+  else log.info({ oomScoreAdj: oom.value, previous: oom.previous }, 'oom_score_adj set');
+  for (const f of families) {
+    const r = await checkKernel(sock, f, cfg.tableName);
+    for (const w of r.warnings) log.warn({ family: r.family }, w);
+    if (!r.ok) { log.error({ family: r.family }, r.message); return false; }
+    log.info({ family: r.family, ops: r.ops }, 'kernel check passed');
+  }
+  return true;
 }
 
 function cmdInitOnly(cfg: Config, log: Logger): number {
@@ -159,13 +210,14 @@ function cmdInitOnly(cfg: Config, log: Logger): number {
   return 0;
 }
 
-async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<number> {
+async function cmdRun(cfg: Config, nodeName: string, log: Logger, configFile: { path: string; text: string }): Promise<number> {
   const families = familiesOf(cfg, log);
   const metrics = createProxyMetrics();
   const health = new ProxyHealth(systemClock, 2 * cfg.nftables.syncPeriod);
   const state = new ClusterState(nodeName, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid object'));
   const builder = new SnapshotBuilder(cfg, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid field'));
   const sock = NftSocket.open();
+  if (!(await preflight(cfg, sock, families, log))) { sock.close(); return 1; }
   const syncer = new Syncer({ families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health });
   log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
   const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); }, {
@@ -223,8 +275,13 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<numbe
   queued();
 
   await new Promise<void>((resolve) => {
+    const watcher = new ConfigWatcher({ path: configFile.path, runningText: configFile.text, log, onChange: () => stop('config file changed') });
+    let stopping = false;
     const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
       log.info({ signal }, 'stopping; the ruleset stays in place');
+      watcher.stop();
       runner.stop();
       stopSource();
       const deadline = setTimeout(resolve, 4000);
@@ -236,6 +293,7 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<numbe
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
+    watcher.start();
   });
   sock.close();
   return 0;
@@ -249,13 +307,16 @@ export async function main(argv: string[]): Promise<number> {
       config: { type: 'string', short: 'c' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean' },
+      cleanup: { type: 'boolean' },
       'init-only': { type: 'boolean' },
       'kube-proxy': { type: 'boolean' },
       'hostname-override': { type: 'string' },
       'log-level': { type: 'string', default: 'info' },
     },
   });
-  const [cmd = '', sub] = positionals;
+  const [first = '', sub] = positionals;
+  // kube-proxy's `--cleanup` flag: the cleanup command (also `nftproxy run --cleanup`).
+  const cmd = values.cleanup && (first === '' || first === 'run' || first === 'cleanup') ? 'cleanup' : first;
   if (values.version) { process.stdout.write(`nftproxy ${VERSION}\n`); return 0; }
   if (values.help || cmd === '' || cmd === 'help') { process.stdout.write(`${HELP[cmd === 'help' ? '' : cmd] ?? HELP['']}\n`); return cmd === '' && !values.help ? 2 : 0; }
   if (cmd === 'config') {
@@ -265,19 +326,32 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${HELP.config}\n`);
     return 2;
   }
-  if (!['run', 'apply', 'render', 'cleanup'].includes(cmd)) {
+  if (!['run', 'apply', 'render', 'cleanup', 'check'].includes(cmd)) {
     process.stderr.write(`nftproxy: unknown command ${JSON.stringify(cmd)}\n\n${HELP['']}\n`);
     return 2;
   }
+  if (!values.config && (cmd === 'cleanup' || cmd === 'check')) {
+    // Both work without a config: the default table name and families.
+    const cfg = ConfigSchema.parse({ source: { type: 'file', path: '/dev/null' } });
+    const log = makeLogger(values['log-level'] ?? 'info', true);
+    return cmd === 'cleanup' ? cmdCleanup(cfg, !!values['kube-proxy'], log) : cmdCheck(cfg, log);
+  }
   if (!values.config) { process.stderr.write(`nftproxy ${cmd}: --config FILE is required\n`); return 2; }
-  const cfg = loadConfig(values.config);
+  let configText: string;
+  try {
+    configText = readFileSync(values.config, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${values.config}: cannot read the config file: ${(err as Error).message}`);
+  }
+  const cfg = parseConfig(configText, values.config);
   const nodeName = nodeNameOf(cfg, values['hostname-override']);
   const log = makeLogger(values['log-level'] ?? 'info', cmd !== 'run');
   switch (cmd) {
     case 'render': return cmdRender(cfg, nodeName);
     case 'apply': return cmdApply(cfg, nodeName, log);
     case 'cleanup': return cmdCleanup(cfg, !!values['kube-proxy'], log);
-    default: return values['init-only'] ? cmdInitOnly(cfg, log) : cmdRun(cfg, nodeName, log);
+    case 'check': return cmdCheck(cfg, log);
+    default: return values['init-only'] ? cmdInitOnly(cfg, log) : cmdRun(cfg, nodeName, log, { path: values.config, text: configText });
   }
 }
 
