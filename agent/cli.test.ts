@@ -45,3 +45,17 @@ test('--version and --help for each verb', () => {
   for (const verb of ['run', 'apply', 'render', 'cleanup']) assert.match(run(verb, '--help').stdout, new RegExp(`nftproxy ${verb}`));
   assert.equal(run('frobnicate').status, 2);
 });
+
+test('--help lists every verb; --cleanup is the cleanup verb; config docs prints the reference', () => {
+  const help = run('--help');
+  assert.equal(help.status, 0);
+  for (const verb of ['run', 'apply', 'render', 'cleanup', 'check', 'config schema', 'config validate', 'config docs', '--cleanup']) assert.ok(help.stdout.includes(verb), verb);
+  assert.match(run('--cleanup', '--help').stdout, /^Usage: nftproxy cleanup/);
+  assert.match(run('check', '--help').stdout, /^Usage: nftproxy check/);
+  assert.match(run('run', '--help').stdout, /--init-only/);
+  const docs = run('config', 'docs');
+  assert.equal(docs.status, 0);
+  assert.match(docs.stdout, /^# Configuration reference/);
+  assert.match(docs.stdout, /\| `oomScoreAdj` \| integer .*\| `-999` \|/);
+  assert.equal(run('run').status, 2, 'run without --config is a usage error');
+});
