@@ -3,7 +3,8 @@
  *
  * - Our own objects are exactly the tables `ip <tableName>` and `ip6 <tableName>`: deleting them removes every
  *   chain, set, map, rule and element we made. Nothing else is touched. A table that is not there is fine.
- * - `--kube-proxy` also deletes kube-proxy's nftables-mode tables `ip kube-proxy` and `ip6 kube-proxy`, as
+ * - `--kube-proxy` instead deletes kube-proxy's nftables-mode tables `ip kube-proxy` and `ip6 kube-proxy` (and
+ *   leaves ours, so it can run next to a running agent), as
  *   upstream's own cleanup does (kubernetes `pkg/proxy/nftables/cleanup.go`; reference kube-proxy-nftables.md §10.3),
  *   all over netlink. kube-proxy's iptables- and ipvs-mode leftovers are NOT removed (we carry no iptables or
  *   ipvsadm code); they are detected and named with the command the admin should run:

@@ -47,7 +47,7 @@ Commands:
   run --config FILE       run the agent (sync loop, health and metrics servers)
   apply --config FILE     one sync, then exit (0 only when the kernel acknowledged it)
   render --config FILE    print the ruleset as nft -f text (no root needed)
-  cleanup [--config FILE] delete nftproxy's tables (ip and ip6); --kube-proxy: also kube-proxy's
+  cleanup [--config FILE] delete nftproxy's tables (ip and ip6); --kube-proxy: kube-proxy's instead
   check [--config FILE]   check that the kernel has every nf_tables feature nftproxy needs
   config schema           print the JSON Schema of the config file
   config validate FILE    check a config file
@@ -71,8 +71,9 @@ SIGTERM and SIGINT stop it within 5 s and leave the ruleset in place.`,
   cleanup: `Usage: nftproxy cleanup [--config FILE] [--kube-proxy]     (or: nftproxy --cleanup ...)
 
 Deletes the ip and ip6 tables named by tableName (default nftproxy): everything nftproxy made, nothing else.
---kube-proxy  also deletes kube-proxy's nftables tables (ip and ip6 kube-proxy), and names kube-proxy's
-              iptables and ipvs leftovers with the command to remove them (nftproxy does not touch those).
+--kube-proxy  instead takes over from kube-proxy: deletes kube-proxy's nftables tables (ip and ip6 kube-proxy)
+              and leaves nftproxy's own; names kube-proxy's iptables and ipvs leftovers with the command to remove
+              them (nftproxy does not touch those).
 Prints a JSON summary; exit 1 when a table could not be deleted.`,
   check: `Usage: nftproxy check [--config FILE]
 
@@ -148,11 +149,12 @@ async function cmdApply(cfg: Config, nodeName: string, log: Logger): Promise<num
   }
 }
 
-/** `cleanup`: our tables (both families); with --kube-proxy also kube-proxy's tables, and its other leftovers named. */
+/** `cleanup`: our tables (both families); with --kube-proxy instead kube-proxy's tables, and its other leftovers named. */
 async function cmdCleanup(cfg: Config, kubeProxy: boolean, log: Logger): Promise<number> {
   const sock = NftSocket.open();
   try {
-    const tables = await deleteTables(sock, kubeProxy ? [cfg.tableName, KUBE_PROXY_TABLE] : [cfg.tableName]);
+    // --kube-proxy takes over from kube-proxy: its tables only, so a running nftproxy keeps its own.
+    const tables = await deleteTables(sock, kubeProxy ? [KUBE_PROXY_TABLE] : [cfg.tableName]);
     for (const t of tables) {
       if (t.action === 'failed') log.error({ table: t.table, err: t.error }, 'cannot delete table');
       else if (t.action === 'deleted') log.info({ table: t.table }, 'table deleted');

@@ -4,8 +4,8 @@
  *   2. `nftproxy run`: kernel check logged, oom_score_adj, /livez answers, no probe table left behind;
  *   3. the config watch: an invalid config is reported and the agent keeps running; a valid change makes it exit 0
  *      with the ruleset left in place;
- *   4. `nftproxy cleanup` removes our ip and ip6 tables and nothing else; `nftproxy --cleanup --kube-proxy` removes
- *      kube-proxy's nftables tables and names an iptables-nft leftover without touching it.
+ *   4. `nftproxy --cleanup --kube-proxy` removes kube-proxy's nftables tables, keeps ours and names an iptables-nft
+ *      leftover without touching it; then `nftproxy cleanup` removes our ip and ip6 tables and nothing else.
  * Prints one JSON object with what it observed; the test asserts on it. conntrack.maxPerCore is 0, so nothing global
  * to the host (nf_conntrack_max, the hashsize module parameter) is written: only per-namespace sysctls.
  */
@@ -110,10 +110,10 @@ try {
     'add table ip kube-proxy', 'add chain ip kube-proxy services',
     'add table ip6 kube-proxy', 'add chain ip6 kube-proxy services',
   ].join('\n') + '\n' });
-  const c1 = spawnSyncish(['cleanup', '--config', cfgPath]);
-  obs.cleanup = { status: c1.status, summary: c1.summary, tables: tables() };
-  const c2 = spawnSyncish(['--cleanup', '--kube-proxy', '--config', cfgPath]);
-  obs.cleanupKubeProxy = { status: c2.status, summary: c2.summary, tables: tables() };
+  const c1 = spawnSyncish(['--cleanup', '--kube-proxy', '--config', cfgPath]);
+  obs.cleanupKubeProxy = { status: c1.status, summary: c1.summary, tables: tables() };
+  const c2 = spawnSyncish(['cleanup', '--config', cfgPath]);
+  obs.cleanup = { status: c2.status, summary: c2.summary, tables: tables() };
 } catch (err) {
   obs.error = (err as Error).stack;
 } finally {
