@@ -1,10 +1,14 @@
 /**
  * Offline validation of deploy/kubernetes/*.yaml (must-show 1 of issue 7). `kubectl apply --dry-run=client` needs
  * an API server for discovery and the OpenAPI schema, which CI does not have; so each manifest is parsed with
- * js-yaml and checked against STRICT zod schemas of the Kubernetes API fields it uses (names and types as in the
- * API reference for apps/v1 DaemonSet, core/v1 PodSpec/Container/Probe/SecurityContext/Volume, rbac/v1, core/v1
- * ConfigMap): an unknown or misspelt field, a wrong type, a bad quantity or a capability spelt `CAP_NET_ADMIN`
- * fails. Then the cross-references kubectl would not check: the ConfigMap's config validates with our own schema,
+ * js-yaml and checked twice:
+ * 1. against the Kubernetes OpenAPI schema, through the validators that the `kubernetes-models` package generates
+ *    from it (types, required fields, formats such as quantities and int-or-string; like kubectl's client-side
+ *    validation it does not reject unknown fields), and
+ * 2. against STRICT zod schemas of the fields we use (apps/v1 DaemonSet, core/v1 PodSpec/Container/Probe/
+ *    SecurityContext/Volume, rbac/v1, core/v1 ConfigMap), which do reject an unknown or misspelt field, and a
+ *    capability spelt `CAP_NET_ADMIN`, as `kubectl --validate=strict` would.
+ * Then the cross-references kubectl would not check: the ConfigMap's config validates with our own schema,
  * the probes hit routes the health server serves, the ServiceAccount, ConfigMap and RBAC names match, the RBAC
  * rules cover what the Kubernetes source calls and no more, and the image tag is the package version.
  * When `kubectl` and a cluster are available, `kubectl apply --dry-run=server -f deploy/kubernetes/` is stronger.
@@ -14,6 +18,11 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { z } from 'zod';
 import { loadAll } from 'js-yaml';
+import { DaemonSet as K8sDaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
+import { ConfigMap as K8sConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { ServiceAccount as K8sServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { ClusterRole as K8sClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
+import { ClusterRoleBinding as K8sClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import { ConfigSchema } from '../config-schema/config.ts';
 import { buildHealthServer, ProxyHealth } from '../agent/health.ts';
 import { createProxyMetrics } from '../agent/metrics.ts';
@@ -117,6 +126,27 @@ test('every manifest parses and matches the strict schema of its kind', () => {
     const r = schema.safeParse(doc);
     assert.ok(r.success, `${file} ${doc.kind}/${doc.metadata?.name}: ${r.success ? '' : JSON.stringify(r.error.issues, null, 1)}`);
   }
+});
+
+/** The OpenAPI-derived validators of kubernetes-models, by kind. `validate()` throws naming the path. */
+const OPENAPI: Record<string, (doc: never) => { validate(): void }> = {
+  DaemonSet: (d) => new K8sDaemonSet(d), ConfigMap: (d) => new K8sConfigMap(d), ServiceAccount: (d) => new K8sServiceAccount(d),
+  ClusterRole: (d) => new K8sClusterRole(d), ClusterRoleBinding: (d) => new K8sClusterRoleBinding(d),
+};
+
+test('every manifest validates against the Kubernetes OpenAPI schema (kubernetes-models)', () => {
+  for (const { file, doc } of loadManifests()) {
+    const make = OPENAPI[doc.kind];
+    assert.ok(make, `${file}: no OpenAPI validator for ${doc.kind}`);
+    assert.doesNotThrow(() => make(doc as never).validate(), `${file} ${doc.kind}/${doc.metadata.name}`);
+  }
+  // It can fail: a string where the API wants an integer, and a malformed quantity.
+  const ds = structuredClone(loadManifests().find((d) => d.doc.kind === 'DaemonSet')!.doc) as unknown as z.infer<typeof DaemonSet>;
+  (ds.spec.template.spec.containers[0].ports![0] as { containerPort: unknown }).containerPort = '10256';
+  assert.throws(() => OPENAPI.DaemonSet(ds as never).validate(), /containerPort must be integer/);
+  const q = structuredClone(loadManifests().find((d) => d.doc.kind === 'DaemonSet')!.doc) as unknown as z.infer<typeof DaemonSet>;
+  q.spec.template.spec.containers[0].resources!.requests!.memory = '64 MB';
+  assert.throws(() => OPENAPI.DaemonSet(q as never).validate(), /memory must match format "quantity"/);
 });
 
 test('the schemas reject what kubectl would (a misspelt field, CAP_ prefixes, a bad quantity)', () => {
