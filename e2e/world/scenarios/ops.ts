@@ -10,7 +10,7 @@
  * to the host (nf_conntrack_max, the hashsize module parameter) is written: only per-namespace sysctls.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { destroyHosts, inNs, poll, preparePrivateWorld, sh, spawnInNs, type Background } from '../netns.ts';
@@ -28,6 +28,7 @@ sh('mount', ['-t', 'proc', 'proc', '/proc']);
 const hosts = [NS, OTHER];
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
+const dir = mkdtempSync(join(tmpdir(), 'nftproxy-ops-'));
 const tables = () => inNs(NS, 'nft', ['list', 'tables'], { allowFail: true }).trim().split('\n').filter(Boolean).sort();
 const sysctls = (ns: string) => Object.fromEntries(['nf_conntrack_tcp_timeout_established', 'nf_conntrack_tcp_timeout_close_wait', 'nf_conntrack_tcp_be_liberal']
   .map((k) => [k, Number(inNs(ns, 'cat', [`${SYSCTL}/${k}`]).trim())]));
@@ -37,7 +38,6 @@ const replace = (path: string, text: string) => { writeFileSync(`${path}.tmp`, t
 
 try {
   for (const h of hosts) { sh('ip', ['netns', 'add', h]); inNs(h, 'ip', ['link', 'set', 'lo', 'up']); }
-  const dir = mkdtempSync(join(tmpdir(), 'nftproxy-ops-'));
   writeFileSync(join(dir, 'services.json'), readFileSync(join(ROOT, 'deploy/examples/services.json')));
   const baseConfig = {
     ...JSON.parse(readFileSync(join(ROOT, 'deploy/examples/config.json'), 'utf8')),
@@ -119,6 +119,7 @@ try {
 } finally {
   for (const b of bg) b.child.kill('SIGKILL');
   destroyHosts(hosts);
+  rmSync(dir, { recursive: true, force: true });
 }
 process.stdout.write(JSON.stringify(obs) + '\n');
 
