@@ -253,8 +253,8 @@ const ROWS: Row[] = [
   { bullet: 'eTP Local, no local endpoints: remote pod (not local) → LB dropped', from: 'remote-pod', dst: '192.0.2.21', port: 80, proto: 'tcp', world: { localDetector: { mode: 'cidr', cidrs: ['10.244.1.0/24'] } }, verdict: 'drop' },
   { bullet: 'eTP Local, no local endpoints: pod → LB NOT dropped (#131765)', from: 'pod', dst: '192.0.2.21', port: 80, proto: 'tcp', to: ['10.244.2.41:8080'] },
   { bullet: 'eTP Local, no local endpoints: pod → ExternalIP NOT dropped (#131765)', from: 'pod', dst: '203.0.113.121', port: 80, proto: 'tcp', to: ['10.244.2.41:8080'] },
-  { bullet: 'eTP Local, no local endpoints: host → LB NOT dropped, masqueraded', from: 'host', dst: '192.0.2.21', port: 80, proto: 'tcp', to: ['10.244.2.41:8080'] },
-  { bullet: 'eTP Local, no local endpoints: host → NodePort NOT dropped', from: 'host', dst: NODE_IP, port: 30201, proto: 'tcp', to: ['10.244.2.41:8080'] },
+  { bullet: 'eTP Local, no local endpoints: host → LB NOT dropped, masqueraded', from: 'host', dst: '192.0.2.21', port: 80, proto: 'tcp', to: ['10.244.2.41:8080 masq'] },
+  { bullet: 'eTP Local, no local endpoints: host → NodePort NOT dropped', from: 'host', dst: NODE_IP, port: 30201, proto: 'tcp', to: ['10.244.2.41:8080 masq'] },
   { bullet: 'eTP Local, no local endpoints: ClusterIP still works', from: 'pod', dst: '10.96.0.41', port: 80, proto: 'tcp', to: ['10.244.2.41:8080'] },
 
   // internalTrafficPolicy Local
