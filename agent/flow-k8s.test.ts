@@ -224,3 +224,24 @@ test('SCTP NodePort from Kubernetes objects', () => {
   ]);
   assert.deepEqual(flow(rs('IPv4'), '198.51.100.7', NODE_IP, 30999, 'sctp', 'outside'), ['10.244.2.1:9999 masq']);
 });
+
+test('e2e/testdata/every-feature.json (the oracle case) really uses every feature, in both families, without reports', async () => {
+  const { readListFile } = await import('./file-source.ts');
+  const objs = readListFile(new URL('../e2e/testdata/every-feature.json', import.meta.url).pathname);
+  const { rs, reports } = build([...objs.Service, ...objs.EndpointSlice] as Obj[]);
+  assert.deepEqual(reports, []);
+  for (const fam of ['IPv4', 'IPv6'] as const) {
+    const r = rs(fam);
+    const chains = [...r.index.chains.keys()];
+    const sets = [...r.index.sets.keys()];
+    const els = (set: string) => [...(r.index.elements.get(set)?.values() ?? [])].map((x) => JSON.stringify(x.element));
+    for (const prefix of ['service-', 'local-', 'external-', 'firewall-', 'endpoint-']) assert.ok(chains.some((c) => c.startsWith(prefix)), `${fam}: a ${prefix} chain`);
+    assert.ok(sets.some((s) => s.startsWith('affinity-')), `${fam}: affinity sets`);
+    for (const set of ['service-ips', 'service-nodeports', 'no-endpoint-services', 'no-endpoint-nodeports', 'firewall-ips', 'hairpin-connections', 'cluster-ips']) {
+      assert.ok(els(set).length > 0, `${fam}: ${set} has elements`);
+    }
+    for (const proto of ['tcp', 'udp', 'sctp']) assert.ok(els('service-ips').some((e) => e.includes(`"${proto}"`)), `${fam}: ${proto}`);
+    assert.ok(els('no-endpoint-services').some((e) => e.includes('"drop"')) && els('no-endpoint-services').some((e) => e.includes('reject-chain')), `${fam}: drop and reject`);
+    assert.ok(!chains.some((c) => /other-proxy|headless|extname/.test(c)), `${fam}: exclusions`);
+  }
+});
