@@ -245,3 +245,14 @@ test('e2e/testdata/every-feature.json (the oracle case) really uses every featur
     assert.ok(!chains.some((c) => /other-proxy|headless|extname/.test(c)), `${fam}: exclusions`);
   }
 });
+
+test('iTP Local on a LoadBalancer without nodePort or ingress is not externally accessible: local endpoints only (upstream ExternallyAccessible())', () => {
+  const { builder, state } = build([
+    svc('a', { type: 'LoadBalancer', allocateLoadBalancerNodePorts: false, clusterIP: '10.96.1.1', internalTrafficPolicy: 'Local', ports: port80 }),
+    slice('a-1', 'a', 'IPv4', [{ ip: '10.244.1.5', node: NODE }, { ip: '10.244.2.1' }], http),
+  ]);
+  const sp = builder.build(state, 'IPv4').servicePorts[0];
+  assert.deepEqual(sp.clusterEndpoints, []);
+  assert.deepEqual(sp.allReachableEndpoints.map((e) => e.ip), ['10.244.1.5']);
+  assert.deepEqual(flow(compile(builder.build(state, 'IPv4')), '10.244.2.50', '10.96.1.1', 80, 'tcp', 'outside'), ['10.244.1.5:8080'], 'a pod of another node: not masqueraded (ClusterCIDR)');
+});

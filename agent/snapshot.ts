@@ -178,7 +178,10 @@ export class SnapshotBuilder {
       if (spec.ports.length > 1 && !portName) { this.#report(what, `spec.ports[${i}].name: required when a Service has several ports`); continue; }
       const endpoints = collectEndpoints(slices, portName, p.protocol, state.nodeName, tf, (w) => this.#report(what, w));
       const nodePort = spec.type === 'NodePort' || spec.type === 'LoadBalancer' ? p.nodePort ?? 0 : 0;
-      const cat = categorizeEndpoints(endpoints, { internalPolicyLocal, externalPolicyLocal, externallyAccessible: externallyAccessible || nodePort > 0 }, state.nodeName, zone);
+      // serviceport.go ExternallyAccessible() (the method, not the API helper used for externalPolicyLocal):
+      // nodePort != 0, LoadBalancer VIPs or externalIPs of this family.
+      const portExternallyAccessible = nodePort > 0 || lbIPs.length > 0 || externalIPs.length > 0;
+      const cat = categorizeEndpoints(endpoints, { internalPolicyLocal, externalPolicyLocal, externallyAccessible: portExternallyAccessible }, state.nodeName, zone);
       out.push({
         namespace: ns, name, portName, protocol: p.protocol, clusterIP, port: p.port, nodePort,
         externalIPs, loadBalancerIPs: lbIPs, loadBalancerSourceRanges: sourceRanges,
