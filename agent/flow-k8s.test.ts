@@ -256,3 +256,17 @@ test('iTP Local on a LoadBalancer without nodePort or ingress is not externally 
   assert.deepEqual(sp.allReachableEndpoints.map((e) => e.ip), ['10.244.1.5']);
   assert.deepEqual(flow(compile(builder.build(state, 'IPv4')), '10.244.2.50', '10.96.1.1', 80, 'tcp', 'outside'), ['10.244.1.5:8080'], 'a pod of another node: not masqueraded (ClusterCIDR)');
 });
+
+test('bad CIDRs from the Node (podCIDRs) or the config are normalised or skipped with a report; the sync still compiles', () => {
+  const reports: string[] = [];
+  const state = new ClusterState(NODE, (w, r) => reports.push(`${w}: ${r}`));
+  state.replace('Node', [{ kind: 'Node', metadata: { name: NODE }, spec: { podCIDRs: ['garbage', '10.244.1.9/24'] } }]);
+  state.replace('Service', [svc('a', { clusterIP: '10.96.1.1', ports: port80 })]);
+  state.replace('EndpointSlice', [slice('a-1', 'a', 'IPv4', [{ ip: '10.244.2.1' }], http)]);
+  const cfg = ConfigSchema.parse({ detectLocalMode: 'NodeCIDR', serviceCIDRs: ['10.96.0.1/16'], source: { type: 'file', path: 'x' } });
+  const snap = new SnapshotBuilder(cfg, (w, r) => reports.push(`${w}: ${r}`)).build(state, 'IPv4');
+  assert.deepEqual(snap.localDetector, { mode: 'cidr', cidrs: ['10.244.1.0/24'] });
+  assert.deepEqual(snap.serviceCIDRs, ['10.96.0.0/16']);
+  assert.ok(reports.some((r) => r.includes('Node node-1') && r.includes('spec.podCIDRs[0]') && r.includes('garbage')), reports.join('\n'));
+  assert.deepEqual(flow(compile(snap), POD, '10.96.1.1', 80), ['10.244.2.1:8080']);
+});

@@ -82,7 +82,7 @@ export class SnapshotBuilder {
       masqueradeBit: cfg.nftables.masqueradeBit,
       localDetector: this.#localDetector(state, family),
       nodePortIPs: this.#nodePortIPs(family, nodeIPs),
-      serviceCIDRs: cfg.serviceCIDRs.filter((c) => inFamily(family, c.split('/')[0])),
+      serviceCIDRs: this.#familyCidrs(cfg.serviceCIDRs, family, 'config', 'serviceCIDRs'),
       node: { name: state.nodeName, zone, ips: nodeIPs },
       servicePorts,
     };
@@ -92,11 +92,14 @@ export class SnapshotBuilder {
     const cfg = this.#config;
     switch (cfg.detectLocalMode) {
       case 'ClusterCIDR': {
-        const cidrs = clusterCIDRsOf(cfg).filter((c) => inFamily(family, c.split('/')[0]));
+        const cidrs = this.#familyCidrs(clusterCIDRsOf(cfg), family, 'config', 'clusterCIDR');
         return cidrs.length ? { mode: 'cidr', cidrs: [cidrs[0]] } : { mode: 'none' };
       }
       case 'NodeCIDR': {
-        const cidrs = (state.node?.spec?.podCIDRs ?? []).filter((c) => inFamily(family, c.split('/')[0]));
+        // upstream: node.spec.podCIDRs, first of the family (older Nodes: spec.podCIDR).
+        const spec = state.node?.spec;
+        const list = spec?.podCIDRs?.length ? spec.podCIDRs : spec?.podCIDR ? [spec.podCIDR] : [];
+        const cidrs = this.#familyCidrs(list, family, `Node ${state.nodeName}`, 'spec.podCIDRs');
         return cidrs.length ? { mode: 'cidr', cidrs: [cidrs[0]] } : { mode: 'none' };
       }
       case 'BridgeInterface':
@@ -104,6 +107,17 @@ export class SnapshotBuilder {
       case 'InterfaceNamePrefix':
         return cfg.detectLocal.interfaceNamePrefix ? { mode: 'interfacePrefix', prefix: cfg.detectLocal.interfaceNamePrefix } : { mode: 'none' };
     }
+  }
+
+  /** The CIDRs of `family` in `list`, host bits masked (Go net.ParseCIDR); malformed ones reported and skipped. */
+  #familyCidrs(list: readonly string[], family: IPFamily, what: string, field: string): string[] {
+    const out: string[] = [];
+    list.forEach((c, i) => {
+      const n = normaliseCidr(c.trim());
+      if (n === null) this.#report(what, `${field}[${i}]: ${JSON.stringify(c)} is not a CIDR; ignored`);
+      else if (n.family === family) out.push(n.text);
+    });
+    return out;
   }
 
   /** nodePortAddresses → null (match all) or the node IPs in the listed CIDRs (kube-proxy's NodePortAddresses). */
