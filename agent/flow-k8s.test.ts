@@ -270,3 +270,22 @@ test('bad CIDRs from the Node (podCIDRs) or the config are normalised or skipped
   assert.ok(reports.some((r) => r.includes('Node node-1') && r.includes('spec.podCIDRs[0]') && r.includes('garbage')), reports.join('\n'));
   assert.deepEqual(flow(compile(snap), POD, '10.96.1.1', 80), ['10.244.2.1:8080']);
 });
+
+test('ipFamilies in the config decides which tables are rendered (ip, ip6, or both)', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const dir = mkdtempSync(join(tmpdir(), 'nftproxy-fam-'));
+  const every = new URL('../e2e/testdata/every-feature.json', import.meta.url).pathname;
+  const cli = new URL('./cli.ts', import.meta.url).pathname;
+  const tables = (ipFamilies: string[]) => {
+    writeFileSync(join(dir, 'c.json'), JSON.stringify({ hostnameOverride: 'node-1', ipFamilies, clusterCIDR: '10.244.0.0/16,fd00:10:244::/56', source: { type: 'file', path: every } }));
+    const r = spawnSync(process.execPath, [cli, 'render', '--config', join(dir, 'c.json')], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    return [...new Set([...r.stdout.matchAll(/^add table (ip6?) nftproxy/gm)].map((m) => m[1]))];
+  };
+  assert.deepEqual(tables(['IPv4']), ['ip']);
+  assert.deepEqual(tables(['IPv6']), ['ip6']);
+  assert.deepEqual(tables(['IPv4', 'IPv6']), ['ip', 'ip6']);
+});
