@@ -159,7 +159,10 @@ try {
     const ok = await poll(() => connect(LAB.client, 'tcp', f.newIP, 30080, 1, 500)[0].by !== undefined, 8000, 100);
     o.newAddrMs = ok ? Date.now() - t1 : null;
     o.newAddrAfter = connect(LAB.client, 'tcp', f.newIP, 30080, 3);
-    o.newAddrSyncs = agent.out.join('').slice(mark).split('\n').filter((l) => l.includes('"msg":"synced"')).map((l) => JSON.parse(l).full);
+    // The agent's log arrives through a pipe: let the event loop read it (spawnSync above blocked it).
+    const syncedLines = () => agent.out.join('').slice(mark).split('\n').filter((l) => l.includes('"msg":"synced"'));
+    await poll(() => syncedLines().length > 0, 3000, 50);
+    o.newAddrSyncs = syncedLines().map((l) => JSON.parse(l).full);
   }
 
   // a and b move to node-2: no local endpoints.
