@@ -38,8 +38,8 @@ const scenario = () => {
 };
 
 const FAM = {
-  v4: { bridge: '10.244.1.1', client: '192.168.50.2', podD: '10.244.1.13' },
-  v6: { bridge: 'fd00:10:244:1::1', client: 'fd00:192:168:50::2', podD: 'fd00:10:244:1::13' },
+  v4: { bridge: '10.244.1.1', client: '192.168.50.2', podA: '10.244.1.10', podD: '10.244.1.13' },
+  v6: { bridge: 'fd00:10:244:1::1', client: 'fd00:192:168:50::2', podA: 'fd00:10:244:1::10', podD: 'fd00:10:244:1::13' },
 } as const;
 
 test('semantics e2e: the scenario runs within budget with a clean agent log', { skip: skip ?? false, timeout: 200_000 }, () => {
@@ -60,6 +60,13 @@ for (const [fam, a] of Object.entries(FAM)) {
     }
     assert.ok(s.npTcpOther.every((r: R) => r.err === 'ECONNREFUSED'), `other address: the node's own stack refuses: ${JSON.stringify(s.npTcpOther)}`);
     assert.ok(s.npUdpOther.every((r: R) => !r.by), 'other address, UDP: no endpoint answers');
+  });
+
+  test(`${fam}: hairpin: a pod reaching itself through its Service is masqueraded, other endpoints see the pod`, { skip: skip ?? false, timeout: 200_000 }, () => {
+    const s = scenario()[fam];
+    allAnswered(s.hairpin, 'hairpin');
+    assert.ok(s.hairpin.some((r: R) => r.by === 'pod-a'), 'pod-a reached itself at least once');
+    for (const r of s.hairpin as R[]) assert.equal(r.src, r.by === 'pod-a' ? a.bridge : a.podA, JSON.stringify(r));
   });
 
   test(`${fam}: a node address added inside a nodePortAddresses CIDR serves NodePorts within seconds (no full sync)`, { skip: skip ?? false, timeout: 200_000 }, () => {

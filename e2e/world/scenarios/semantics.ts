@@ -127,6 +127,8 @@ try {
     o.npTcpOther = connect(LAB.client, 'tcp', f.otherNodeIP, 30080, 2, 1000);
     o.npUdp = connect(LAB.client, 'udp', f.nodeIP, 30053, 12);
     o.npUdpOther = connect(LAB.client, 'udp', f.otherNodeIP, 30053, 1, 800);
+    // Hairpin: pod-a through the ClusterIP to itself is masqueraded (else the reply would bypass conntrack).
+    o.hairpin = connect('pod-a', 'tcp', f.clusterIPs.np, 80, 20); // P(pod-a never picked) = (2/3)^20 = 0.03 %
     // loadBalancerSourceRanges.
     o.lbAllow = connect(LAB.client, 'tcp', f.lb.allow, 80, 6);
     o.lbDeny = connect(LAB.client, 'tcp', f.lb.deny, 80, 1, 1000);
