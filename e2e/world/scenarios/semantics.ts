@@ -85,8 +85,11 @@ function servicesList(localNodes: { a: string; b: string }): unknown {
 
 const answeredBy = (rs: Result[]) => [...new Set(rs.map((r) => r.by ?? `error:${r.err}`))].sort();
 
+const tStart = Date.now();
+const stage = (what: string) => process.stderr.write(`[semantics] ${what} at +${Date.now() - tStart} ms\n`);
 preparePrivateWorld();
 const hosts = buildLab();
+stage('lab built');
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
 const t0 = Date.now();
@@ -184,7 +187,10 @@ try {
 } catch (err) {
   obs.error = (err as Error).stack;
 } finally {
+  stage('observations done');
   for (const b of bg) b.child.kill('SIGKILL');
   destroyHosts(hosts);
+  stage('hosts destroyed');
 }
 process.stdout.write(JSON.stringify(obs) + '\n');
+process.exit(0); // do not wait for the killed children's pipes
