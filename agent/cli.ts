@@ -35,6 +35,8 @@ import { checkKernel } from './kernel-check.ts';
 import { applyOomScoreAdj } from './oom.ts';
 import { KUBE_PROXY_TABLE, deleteTables, findKubeProxyLeftovers } from './cleanup.ts';
 import { ConfigSchema } from '../config-schema/config.ts';
+import { NodeAddressWatcher } from './node-addresses.ts';
+import { ServiceHealthServers, serviceHealthInfos } from './healthcheck-server.ts';
 
 const VERSION = (JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -217,10 +219,22 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger, configFile: { 
   const metrics = createProxyMetrics();
   const health = new ProxyHealth(systemClock, 2 * cfg.nftables.syncPeriod);
   const state = new ClusterState(nodeName, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid object'));
-  const builder = new SnapshotBuilder(cfg, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid field'));
+  // nodeport-ips follow the interface addresses (polled; a change queues a sync, not a full one).
+  let onAddrChange = () => {};
+  const addrs = new NodeAddressWatcher({ clock: systemClock, intervalMs: 1000, onChange: (a) => { log.info({ addresses: a }, 'node addresses changed'); onAddrChange(); }, onError: (e) => log.warn({ err: e.message }, 'cannot read interface addresses') });
+  const builder = new SnapshotBuilder(cfg, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid field'), () => addrs.current());
   const sock = NftSocket.open();
   if (!(await preflight(cfg, sock, families, log))) { sock.close(); return 1; }
-  const syncer = new Syncer({ families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health });
+  // Per-family healthCheckNodePort servers, bound to the family's NodePort addresses (match-all: 0.0.0.0 / ::).
+  const hcAddrs = new Map<IPFamily, readonly string[]>();
+  const hcServers = new Map(families.map((f) => [f, new ServiceHealthServers({ addresses: () => hcAddrs.get(f) ?? [], healthy: () => health.health().healthy, log })]));
+  let hcChain: Promise<unknown> = Promise.resolve();
+  const onSynced = (f: IPFamily, snap: import('../config-schema/snapshot.ts').Snapshot) => {
+    hcAddrs.set(f, snap.nodePortIPs ?? [f === 'IPv4' ? '0.0.0.0' : '::']);
+    const wanted = serviceHealthInfos(snap.servicePorts);
+    hcChain = hcChain.then(() => hcServers.get(f)!.sync(wanted));
+  };
+  const syncer = new Syncer({ families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health, onSynced });
   log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
   const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); }, {
     minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
@@ -233,6 +247,8 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger, configFile: { 
     }
     runner.run();
   };
+  onAddrChange = queued;
+  addrs.start();
 
   const servers: Array<{ close(): Promise<unknown> }> = [];
   const listen = async (field: string, addr: string, app: ReturnType<typeof buildHealthServer>) => {
@@ -286,9 +302,11 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger, configFile: { 
       watcher.stop();
       runner.stop();
       stopSource();
+      addrs.stop();
       const deadline = setTimeout(resolve, 4000);
       void runner.whenIdle().then(async () => {
         await Promise.allSettled(servers.map((s) => s.close()));
+        await hcChain.then(() => Promise.allSettled([...hcServers.values()].map((h) => h.close())));
         clearTimeout(deadline);
         resolve();
       });

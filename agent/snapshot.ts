@@ -14,7 +14,7 @@ import { clusterCIDRsOf } from '../config-schema/config.ts';
 import type { EndpointSlice, Service } from '../config-schema/kubernetes.ts';
 import { LABEL } from '../config-schema/kubernetes.ts';
 import type { Endpoint, LocalDetector, ServicePort, Snapshot } from '../config-schema/snapshot.ts';
-import { canonicalAddr, isIPv4, isIPv6 } from '../rules/addr.ts';
+import { canonicalAddr, formatAddr, isIPv4, isIPv6, parseAddr, prefixMask } from '../rules/addr.ts';
 import type { TableFamily } from '../netlink/types.ts';
 import { categorizeEndpoints } from './endpoints.ts';
 import type { ClusterState, Changes, InvalidObjectReporter } from './cluster-state.ts';
@@ -34,9 +34,17 @@ export class SnapshotBuilder {
   readonly #report: InvalidObjectReporter;
   readonly #cache = new Map<string, ServicePort[]>(); // `${family}|ns/name` -> ServicePorts
 
-  constructor(config: Config, report: InvalidObjectReporter) {
+  readonly #interfaceAddrs: (() => readonly string[]) | null;
+
+  /**
+   * @param interfaceAddrs the host's interface addresses (agent/node-addresses.ts), used for `nodeport-ips` as
+   *   upstream does (kubernetes pkg/proxy/util/nodeport_addresses.go: the local addresses inside the
+   *   nodePortAddresses CIDRs). Without it (render, apply, tests) the Node object's addresses stand in.
+   */
+  constructor(config: Config, report: InvalidObjectReporter, interfaceAddrs?: () => readonly string[]) {
     this.#config = config;
     this.#report = report;
+    this.#interfaceAddrs = interfaceAddrs ?? null;
   }
 
   /** Forgets cached ServicePorts of `changes` (all of them when the node changed). */
@@ -74,7 +82,7 @@ export class SnapshotBuilder {
       masqueradeBit: cfg.nftables.masqueradeBit,
       localDetector: this.#localDetector(state, family),
       nodePortIPs: this.#nodePortIPs(family, nodeIPs),
-      serviceCIDRs: cfg.serviceCIDRs.filter((c) => inFamily(family, c.split('/')[0])),
+      serviceCIDRs: this.#familyCidrs(cfg.serviceCIDRs, family, 'config', 'serviceCIDRs'),
       node: { name: state.nodeName, zone, ips: nodeIPs },
       servicePorts,
     };
@@ -84,11 +92,14 @@ export class SnapshotBuilder {
     const cfg = this.#config;
     switch (cfg.detectLocalMode) {
       case 'ClusterCIDR': {
-        const cidrs = clusterCIDRsOf(cfg).filter((c) => inFamily(family, c.split('/')[0]));
+        const cidrs = this.#familyCidrs(clusterCIDRsOf(cfg), family, 'config', 'clusterCIDR');
         return cidrs.length ? { mode: 'cidr', cidrs: [cidrs[0]] } : { mode: 'none' };
       }
       case 'NodeCIDR': {
-        const cidrs = (state.node?.spec?.podCIDRs ?? []).filter((c) => inFamily(family, c.split('/')[0]));
+        // upstream: node.spec.podCIDRs, first of the family (older Nodes: spec.podCIDR).
+        const spec = state.node?.spec;
+        const list = spec?.podCIDRs?.length ? spec.podCIDRs : spec?.podCIDR ? [spec.podCIDR] : [];
+        const cidrs = this.#familyCidrs(list, family, `Node ${state.nodeName}`, 'spec.podCIDRs');
         return cidrs.length ? { mode: 'cidr', cidrs: [cidrs[0]] } : { mode: 'none' };
       }
       case 'BridgeInterface':
@@ -98,19 +109,37 @@ export class SnapshotBuilder {
     }
   }
 
+  /** The CIDRs of `family` in `list`, host bits masked (Go net.ParseCIDR); malformed ones reported and skipped. */
+  #familyCidrs(list: readonly string[], family: IPFamily, what: string, field: string): string[] {
+    const out: string[] = [];
+    list.forEach((c, i) => {
+      const n = normaliseCidr(c.trim());
+      if (n === null) this.#report(what, `${field}[${i}]: ${JSON.stringify(c)} is not a CIDR; ignored`);
+      else if (n.family === family) out.push(n.text);
+    });
+    return out;
+  }
+
   /** nodePortAddresses → null (match all) or the node IPs in the listed CIDRs (kube-proxy's NodePortAddresses). */
   #nodePortIPs(family: IPFamily, nodeIPs: string[]): string[] | null {
+    const candidates = this.#interfaceAddrs ? this.#interfaceAddrs().filter((ip) => inFamily(family, ip)) : nodeIPs;
     const cidrs: string[] = [];
     for (const a of this.#config.nodePortAddresses) {
       if (a === 'all') return null;
-      if (a === 'primary') { if (nodeIPs[0]) cidrs.push(`${nodeIPs[0]}/${family === 'IPv4' ? 32 : 128}`); continue; }
+      if (a === 'primary') {
+        // upstream expandNodePortAddressKeywords: bindAddress, when a specific address, overrides the node IP.
+        const bind = this.#config.bindAddress;
+        const primary = bind && inFamily(family, bind) && !/^(0\.0\.0\.0|::)$/.test(bind) ? bind : nodeIPs[0];
+        if (primary) cidrs.push(`${primary}/${family === 'IPv4' ? 32 : 128}`);
+        continue;
+      }
       if (a === 'localhost') { cidrs.push(family === 'IPv4' ? '127.0.0.0/8' : '::1/128'); continue; }
       cidrs.push(a);
     }
     const mine = cidrs.filter((c) => inFamily(family, c.split('/')[0]));
     if (mine.length === 0 || mine.some((c) => /\/0$/.test(c))) return null;
-    const ips = nodeIPs.filter((ip) => mine.some((c) => cidrContainsText(c, ip)));
-    return ips;
+    const seen = new Set<string>();
+    return candidates.filter((ip) => mine.some((c) => cidrContainsText(c, ip)) && !seen.has(ip) && !!seen.add(ip));
   }
 
   #servicePorts(state: ClusterState, svc: Service, family: IPFamily, zone: string): ServicePort[] {
@@ -124,13 +153,33 @@ export class SnapshotBuilder {
     const tf = TABLE_FAMILY[family];
     let clusterIP: string;
     try { clusterIP = canonicalAddr(tf, rawIP, 'spec.clusterIPs'); } catch (e) { this.#report(what, (e as Error).message); return []; }
+    // Values of the other family are programmed by the other family's table; when the Service has no ClusterIP of
+    // that family they can never be programmed: reported (upstream: event KubeProxyIncorrectIPVersion).
+    const otherFamily: IPFamily = family === 'IPv4' ? 'IPv6' : 'IPv4';
+    const hasOther = clusterIPs.some((ip) => inFamily(otherFamily, ip));
     const familyIPs = (list: string[] | undefined, field: string) => (list ?? []).flatMap((ip, i) => {
-      if (!inFamily(family, ip)) return [];
+      if (!isIPv4(ip) && !isIPv6(ip)) { this.#report(what, `${field}[${i}]: ${JSON.stringify(ip)} is not an IP address; ignored`); return []; }
+      if (!inFamily(family, ip)) {
+        if (!hasOther) this.#report(what, `${field}[${i}]: ${ip} is ${otherFamily} but the Service has no ${otherFamily} ClusterIP; ignored`);
+        return [];
+      }
       try { return [canonicalAddr(tf, ip, `${field}[${i}]`)]; } catch (e) { this.#report(what, (e as Error).message); return []; }
     });
     const externalIPs = familyIPs(spec.externalIPs, 'spec.externalIPs');
-    const lbIPs = familyIPs((svc.status?.loadBalancer?.ingress ?? []).filter((i) => i.ip && (i.ipMode === undefined || i.ipMode === 'VIP')).map((i) => i.ip!), 'status.loadBalancer.ingress');
-    const sourceRanges = (spec.loadBalancerSourceRanges ?? []).map((r) => r.trim()).filter((r) => r && inFamily(family, r.split('/')[0]));
+    const ingress = svc.status?.loadBalancer?.ingress ?? [];
+    const lbIPs = familyIPs(ingress.filter((i) => i.ip && (i.ipMode === undefined || i.ipMode === 'VIP')).map((i) => i.ip!), 'status.loadBalancer.ingress[].ip');
+    // loadBalancerSourceRanges: trimmed (upstream TrimSpace; validation once allowed padding), host bits masked as
+    // Go's net.ParseCIDR does. A range that does not parse makes the Service unprogrammable in this family: it is
+    // skipped (fail closed) rather than programmed with a wider firewall than asked for.
+    const sourceRanges: string[] = [];
+    for (const [i, raw] of (spec.loadBalancerSourceRanges ?? []).entries()) {
+      const r = raw.trim();
+      const field = `spec.loadBalancerSourceRanges[${i}]`;
+      const norm = normaliseCidr(r);
+      if (norm === null) { this.#report(what, `${field}: ${JSON.stringify(raw)} is not a CIDR; Service skipped`); return []; }
+      if (norm.family === family) sourceRanges.push(norm.text);
+      else if (!hasOther) this.#report(what, `${field}: ${r} is ${norm.family} but the Service has no ${norm.family} ClusterIP; ignored`);
+    }
     const externallyAccessible = spec.type === 'NodePort' || spec.type === 'LoadBalancer' || externalIPs.length > 0 || lbIPs.length > 0;
     const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
     const internalPolicyLocal = spec.internalTrafficPolicy === 'Local';
@@ -143,7 +192,10 @@ export class SnapshotBuilder {
       if (spec.ports.length > 1 && !portName) { this.#report(what, `spec.ports[${i}].name: required when a Service has several ports`); continue; }
       const endpoints = collectEndpoints(slices, portName, p.protocol, state.nodeName, tf, (w) => this.#report(what, w));
       const nodePort = spec.type === 'NodePort' || spec.type === 'LoadBalancer' ? p.nodePort ?? 0 : 0;
-      const cat = categorizeEndpoints(endpoints, { internalPolicyLocal, externalPolicyLocal, externallyAccessible: externallyAccessible || nodePort > 0 }, state.nodeName, zone);
+      // serviceport.go ExternallyAccessible() (the method, not the API helper used for externalPolicyLocal):
+      // nodePort != 0, LoadBalancer VIPs or externalIPs of this family.
+      const portExternallyAccessible = nodePort > 0 || lbIPs.length > 0 || externalIPs.length > 0;
+      const cat = categorizeEndpoints(endpoints, { internalPolicyLocal, externalPolicyLocal, externallyAccessible: portExternallyAccessible }, state.nodeName, zone);
       out.push({
         namespace: ns, name, portName, protocol: p.protocol, clusterIP, port: p.port, nodePort,
         externalIPs, loadBalancerIPs: lbIPs, loadBalancerSourceRanges: sourceRanges,
@@ -183,6 +235,21 @@ export function collectEndpoints(slices: readonly EndpointSlice[], portName: str
     const ka = `${a.ip}:${a.port}`, kb = `${b.ip}:${b.port}`;
     return ka < kb ? -1 : ka > kb ? 1 : 0;
   });
+}
+
+/** Parses `addr[/prefix]` of either family and masks host bits (Go net.ParseCIDR); null when malformed. */
+export function normaliseCidr(text: string): { family: IPFamily; text: string } | null {
+  const m = /^([0-9a-fA-F:.]+)(?:\/(\d{1,3}))?$/.exec(text);
+  if (!m) return null;
+  const family: IPFamily | null = isIPv4(m[1]) ? 'IPv4' : isIPv6(m[1]) ? 'IPv6' : null;
+  if (!family) return null;
+  const tf = TABLE_FAMILY[family];
+  const bytes = parseAddr(tf, m[1]);
+  const prefix = m[2] === undefined ? bytes.length * 8 : Number(m[2]);
+  if (prefix > bytes.length * 8) return null;
+  const mask = prefixMask(bytes.length, prefix);
+  for (let i = 0; i < bytes.length; i++) bytes[i] &= mask[i];
+  return { family, text: `${formatAddr(bytes)}/${prefix}` };
 }
 
 function cidrContainsText(cidr: string, ip: string): boolean {

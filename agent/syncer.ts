@@ -11,6 +11,7 @@ import type { ClusterState } from './cluster-state.ts';
 import type { IPFamily, SnapshotBuilder } from './snapshot.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import type { ProxyHealth } from './health.ts';
+import type { Snapshot } from '../config-schema/snapshot.ts';
 
 /** Upstream's FullSyncPeriod: a full resync at least every hour (ms). */
 export const FULL_SYNC_PERIOD_MS = 3_600_000;
@@ -50,6 +51,8 @@ export interface SyncerOptions {
   log: SyncLogger;
   metrics?: ProxyMetrics;
   health?: ProxyHealth;
+  /** Called after a family's batch was acknowledged, with the snapshot it programmed (health-check servers). */
+  onSynced?: (family: IPFamily, snapshot: Snapshot) => void;
 }
 
 interface FamilyState {
@@ -126,6 +129,7 @@ export class Syncer {
         for (const t of changes.triggerTimes) metrics?.networkProgrammingDuration.observe({ ip_family: family }, Math.max(0, (this.#o.now() - t) / 1000));
         this.#noLocalEndpoints(family, snapshot.servicePorts);
         health?.updated(family);
+        this.#o.onSynced?.(family, snapshot);
         log.info({ ...r, totalMs: round(performance.now() - t0) }, 'synced');
       } catch (err) {
         fs.needFull = true;

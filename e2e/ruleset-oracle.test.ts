@@ -16,6 +16,13 @@ const SCENARIO = new URL('./world/scenarios/oracle.ts', import.meta.url).pathnam
 const CASES = [
   { name: 'example config (IPv4)', config: new URL('../deploy/examples/config.json', import.meta.url).pathname, tables: ['ip'] },
   { name: 'kubectl fixture, dual-stack, every feature the compiler has', config: new URL('./testdata/fixture-config.json', import.meta.url).pathname, tables: ['ip', 'ip6'] },
+  // every-feature.json: multi-port TCP/UDP/SCTP with named ports, NodePort, ExternalIPs, LB (+ source ranges with and
+  // without the node-IP self-allow, padded range, Proxy-mode ingress), eTP/iTP Local with and without local endpoints,
+  // ClientIP affinity (default and explicit timeout), no endpoints, terminating-only, hints, single-stack of each
+  // family, exclusions; in three configs covering every detectLocalMode and nodePortAddresses kind.
+  { name: 'every feature, dual-stack: InterfaceNamePrefix, nodePortAddresses primary + CIDRs + localhost', config: new URL('./testdata/every-feature-config.json', import.meta.url).pathname, tables: ['ip', 'ip6'] },
+  { name: 'every feature, dual-stack: BridgeInterface, nodePortAddresses all (fib), masqueradeAll, masqueradeBit 5', config: new URL('./testdata/every-feature-all-config.json', import.meta.url).pathname, tables: ['ip', 'ip6'] },
+  { name: 'every feature, dual-stack: NodeCIDR, nodePortAddresses primary', config: new URL('./testdata/every-feature-nodecidr-config.json', import.meta.url).pathname, tables: ['ip', 'ip6'] },
 ];
 
 for (const c of CASES) {

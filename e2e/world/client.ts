@@ -31,7 +31,7 @@ function tcpOnce(): Promise<Result> {
 function udpOnce(): Promise<Result> {
   const t0 = Date.now();
   return new Promise((resolve) => {
-    const s = createSocket('udp4');
+    const s = createSocket(host.includes(':') ? 'udp6' : 'udp4');
     const done = (r: Result) => { clearTimeout(timer); s.close(); resolve(r); };
     const timer = setTimeout(() => done({ err: 'TIMEOUT', ms: Date.now() - t0 }), timeoutMs);
     s.on('message', (m) => done(parse(m.toString())));

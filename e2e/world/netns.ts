@@ -152,3 +152,60 @@ export async function poll<T>(fn: () => T | Promise<T>, timeoutMs: number, every
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+/** IPv6 addresses of the lab (added by {@link addLabIPv6}); the prefixes mirror the IPv4 ones. */
+export const LAB6 = {
+  pods: { 'pod-a': 'fd00:10:244:1::10', 'pod-b': 'fd00:10:244:1::11', 'pod-c': 'fd00:10:244:1::12' } as Record<string, string>,
+  bridgeIP: 'fd00:10:244:1::1',
+  clientIP: 'fd00:192:168:50::2', nodeClientSideIP: 'fd00:192:168:50::1',
+  uplinkIP: 'fd00:172:31::2', nodeUplinkIP: 'fd00:172:31::1',
+  serviceCIDR: 'fd00:10:96::/112',
+} as const;
+
+/**
+ * Adds IPv6 to a lab built by {@link buildLab}: the same topology with the LAB6 addresses (`nodad`, so they are
+ * usable at once), forwarding on the node, default routes for the pods and the node, and the client's route to
+ * the IPv6 service CIDR. `extraClientRoutes` (either family) are routed from the client via the node, e.g. LB IPs.
+ */
+export function addLabIPv6(extraClientRoutes: readonly string[] = []): void {
+  const n = LAB.node;
+  inNs(n, 'sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
+  inNs(n, 'sysctl', ['-qw', 'net.bridge.bridge-nf-call-ip6tables=1'], { allowFail: true });
+  inNs(n, 'ip', ['-6', 'addr', 'add', `${LAB6.bridgeIP}/64`, 'dev', 'cni0', 'nodad']);
+  for (const p of LAB.pods) {
+    inNs(p.ns, 'ip', ['-6', 'addr', 'add', `${LAB6.pods[p.ns]}/64`, 'dev', 'eth0', 'nodad']);
+    inNs(p.ns, 'ip', ['-6', 'route', 'add', 'default', 'via', LAB6.bridgeIP]);
+  }
+  inNs(n, 'ip', ['-6', 'addr', 'add', `${LAB6.nodeClientSideIP}/64`, 'dev', 'eth-client', 'nodad']);
+  inNs(LAB.client, 'ip', ['-6', 'addr', 'add', `${LAB6.clientIP}/64`, 'dev', 'eth0', 'nodad']);
+  inNs(LAB.client, 'ip', ['-6', 'route', 'add', LAB6.serviceCIDR, 'via', LAB6.nodeClientSideIP]);
+  inNs(n, 'ip', ['-6', 'addr', 'add', `${LAB6.nodeUplinkIP}/64`, 'dev', 'eth-uplink', 'nodad']);
+  inNs(LAB.uplink, 'ip', ['-6', 'addr', 'add', `${LAB6.uplinkIP}/64`, 'dev', 'eth0', 'nodad']);
+  inNs(n, 'ip', ['-6', 'route', 'add', 'default', 'via', LAB6.uplinkIP]);
+  for (const r of extraClientRoutes) {
+    const v6 = r.includes(':');
+    inNs(LAB.client, 'ip', [v6 ? '-6' : '-4', 'route', 'add', r, 'via', v6 ? LAB6.nodeClientSideIP : LAB.nodeClientSideIP]);
+  }
+}
+
+/**
+ * Adds one more pod on the node's bridge (after {@link buildLab}), with an IPv4 and optionally an IPv6 address.
+ * Returns the host name (also to be passed to destroyHosts).
+ */
+export function addLabPod(ns: string, ip: string, ip6?: string): string {
+  sh('ip', ['netns', 'add', ns]);
+  inNs(ns, 'ip', ['link', 'set', 'lo', 'up']);
+  const host = `veth-${ns}`.slice(0, 15);
+  inNs(LAB.node, 'ip', ['link', 'add', host, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+  inNs(LAB.node, 'ip', ['link', 'set', host, 'master', 'cni0']);
+  inNs(LAB.node, 'ip', ['link', 'set', host, 'type', 'bridge_slave', 'hairpin', 'on']);
+  inNs(LAB.node, 'ip', ['link', 'set', host, 'up']);
+  inNs(ns, 'ip', ['addr', 'add', `${ip}/24`, 'dev', 'eth0']);
+  inNs(ns, 'ip', ['link', 'set', 'eth0', 'up']);
+  inNs(ns, 'ip', ['route', 'add', 'default', 'via', LAB.bridgeIP]);
+  if (ip6) {
+    inNs(ns, 'ip', ['-6', 'addr', 'add', `${ip6}/64`, 'dev', 'eth0', 'nodad']);
+    inNs(ns, 'ip', ['-6', 'route', 'add', 'default', 'via', LAB6.bridgeIP]);
+  }
+  return ns;
+}
