@@ -28,6 +28,7 @@ import { createProxyMetrics } from './metrics.ts';
 import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
 import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
 import { applySysctls, conntrackTargets } from './sysctls.ts';
+import { runAgent } from './run.ts';
 
 const VERSION = (JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -158,88 +159,6 @@ function cmdInitOnly(cfg: Config, log: Logger): number {
   return 0;
 }
 
-async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<number> {
-  const families = familiesOf(cfg, log);
-  const metrics = createProxyMetrics();
-  const health = new ProxyHealth(systemClock, 2 * cfg.nftables.syncPeriod);
-  const state = new ClusterState(nodeName, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid object'));
-  const builder = new SnapshotBuilder(cfg, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid field'));
-  const sock = NftSocket.open();
-  const syncer = new Syncer({ families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health });
-  log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
-  const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); }, {
-    minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
-    clock: systemClock, onError: () => {},
-  });
-  const queued = () => {
-    for (const f of families) {
-      health.queuedUpdate(f);
-      metrics.syncProxyRulesLastQueuedTimestamp.set({ ip_family: f }, Date.now() / 1000);
-    }
-    runner.run();
-  };
-
-  const servers: Array<{ close(): Promise<unknown> }> = [];
-  const listen = async (field: string, addr: string, app: ReturnType<typeof buildHealthServer>) => {
-    if (!addr) return;
-    const { host, port } = parseBindAddress(field, addr);
-    await app.listen({ host, port });
-    servers.push(app);
-    log.info({ address: addr }, `${field === 'healthzBindAddress' ? 'health' : 'metrics'} server listening`);
-  };
-
-  let stopSource: () => void = () => {};
-  if (cfg.source.type === 'file') {
-    health.setNode({ metadata: {}, spec: {} }); // no Node object on bare metal: eligible
-    const src = new FileSource(cfg.source.path, state, log, queued);
-    src.start();
-    stopSource = () => src.stop();
-  } else {
-    const kc = loadKubeConfig(cfg.clientConnection.kubeconfig);
-    const synced = new Set<string>();
-    const src = new KubeSource({
-      kubeConfig: kc, nodeName, log,
-      sink: {
-        replace: (k, objs) => { state.replace(k, objs); if (k === 'Node') health.setNode(state.node); if (synced.has('Service') && synced.has('EndpointSlice')) queued(); },
-        event: (k, type, o) => {
-          if (type === 'DELETED') state.remove(k, o); else state.upsert(k, o);
-          if (k === 'Node') health.setNode(state.node);
-          if (state.hasPending && synced.has('Service') && synced.has('EndpointSlice')) queued();
-        },
-        synced: (k) => { synced.add(k); },
-      },
-    });
-    await src.start(); // lists Services, EndpointSlices and the Node first: the first sync waits for them
-    stopSource = () => src.stop();
-    const err = await postStartingEvent(kc, nodeName, new Date());
-    if (err) log.warn({ err: err.message }, 'cannot post the Starting event');
-  }
-  await listen('healthzBindAddress', cfg.healthzBindAddress, buildHealthServer(health, metrics));
-  await listen('metricsBindAddress', cfg.metricsBindAddress, buildMetricsServer(metrics, cfg));
-
-  for (const f of families) health.updated(f); // as upstream's SyncLoop: not stale before the first sync
-  runner.start();
-  queued();
-
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      log.info({ signal }, 'stopping; the ruleset stays in place');
-      runner.stop();
-      stopSource();
-      const deadline = setTimeout(resolve, 4000);
-      void runner.whenIdle().then(async () => {
-        await Promise.allSettled(servers.map((s) => s.close()));
-        clearTimeout(deadline);
-        resolve();
-      });
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
-  sock.close();
-  return 0;
-}
-
 /** Entry point: returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -275,7 +194,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'render': return cmdRender(cfg, nodeName);
     case 'apply': return cmdApply(cfg, nodeName, log);
     case 'cleanup': return cmdCleanup(cfg, !!values['kube-proxy'], log);
-    default: return values['init-only'] ? cmdInitOnly(cfg, log) : cmdRun(cfg, nodeName, log);
+    default: return values['init-only'] ? cmdInitOnly(cfg, log) : runAgent(cfg, nodeName, log);
   }
 }
 

@@ -1,0 +1,238 @@
+/**
+ * `nftproxy run`: the long-running agent, wired together (cli.ts calls {@link runAgent}).
+ *
+ * - Source: the file source (bare metal) or the Kubernetes API (agent/kube-source.ts). With the API, the first
+ *   sync waits until Services AND EndpointSlices have been listed (upstream: the proxier is not synced before both
+ *   informers are); bad credentials, an unreachable API or an unreadable kubeconfig stop startup with one clear
+ *   line on stderr and exit code 1.
+ * - Syncs: snapshot → compile → plan → one batch per family, on kube-proxy's bounded-frequency runner
+ *   (minSyncPeriod between syncs, retry after syncPeriod, a full resync every hour).
+ * - Restart adoption (agent/adopt.ts): the first sync of each family dumps our table and sends only what differs.
+ * - Tamper repair (agent/tamper.ts): a NFNLGRP_NFTABLES listener requests a FULL sync when anyone else changes
+ *   our table.
+ * - A change of the Node's `topology.kubernetes.io/zone` label makes the next sync full.
+ * - Health (/healthz, /livez) and metrics (/metrics, /proxyMode, /configz) servers with kube-proxy's semantics.
+ * - SIGTERM/SIGINT: stop within 5 s, leaving the ruleset in place.
+ *
+ * Environment knobs (for tests and operations): NFTPROXY_KUBE_WATCHDOG_MS (ms of watch silence, bookmarks
+ * included, after which a watch is considered stalled and the resource relisted; default 120000).
+ */
+import type { Config } from '../config-schema/config.ts';
+import { LABEL } from '../config-schema/kubernetes.ts';
+import { toBatchOps } from '../rules/index.ts';
+import { NFNLGRP_NFTABLES } from '../netlink/message.ts';
+import { NftSocket } from '../netlink/socket.ts';
+import type { TableFamily } from '../netlink/types.ts';
+import { ClusterState } from './cluster-state.ts';
+import { FileSource } from './file-source.ts';
+import { SnapshotBuilder, type IPFamily } from './snapshot.ts';
+import { Syncer, FULL_SYNC_PERIOD_MS, type SyncLogger } from './syncer.ts';
+import { BoundedFrequencyRunner, systemClock } from './runner.ts';
+import { createProxyMetrics } from './metrics.ts';
+import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
+import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
+import { contentOf, planAdoption, readTable } from './adopt.ts';
+import { TamperWatcher } from './tamper.ts';
+import { existsSync } from 'node:fs';
+
+const TABLE_FAMILY: Record<IPFamily, TableFamily> = { IPv4: 'ip', IPv6: 'ip6' };
+
+/** The logger run needs (pino fits). */
+export interface RunLogger extends SyncLogger {
+  flush?(): void;
+}
+
+/** The families to program: the config's, less IPv6 when the kernel has none (/proc/net/if_inet6 missing). */
+export function familiesOf(cfg: Config, log: RunLogger | null): IPFamily[] {
+  const fams = [...new Set(cfg.ipFamilies)] as IPFamily[];
+  if (fams.includes('IPv6') && !existsSync('/proc/net/if_inet6')) {
+    log?.warn({}, 'IPv6 is not supported by this kernel (/proc/net/if_inet6 is missing); programming IPv4 only');
+    return fams.filter((f) => f !== 'IPv6');
+  }
+  return fams;
+}
+
+/**
+ * Runs the agent until SIGTERM/SIGINT. Returns the exit code: 0 after a signal, 1 when startup failed (the
+ * reason is logged and printed on stderr as `nftproxy run: <reason>`).
+ */
+export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): Promise<number> {
+  const fail = (msg: string): number => {
+    log.error({ err: msg }, 'startup failed');
+    log.flush?.();
+    process.stderr.write(`nftproxy run: ${msg}\n`);
+    return 1;
+  };
+  const families = familiesOf(cfg, log);
+  const metrics = createProxyMetrics();
+  const health = new ProxyHealth(systemClock, 2 * cfg.nftables.syncPeriod);
+  const state = new ClusterState(nodeName, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid object'));
+  const builder = new SnapshotBuilder(cfg, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid field'));
+
+  // The Kubernetes client first: a bad kubeconfig must stop startup before anything touches the kernel.
+  let kube: { src: KubeSource; kc: ReturnType<typeof loadKubeConfig> } | null = null;
+  let kubeSynced = false;
+  let queued: () => void = () => {};
+  let zone: string | undefined;
+  let syncerRef: Syncer | null = null;
+  const zoneCheck = () => {
+    const z = state.node?.metadata.labels?.[LABEL.zone];
+    if (z === zone) return;
+    if (syncerRef) {
+      log.info({ from: zone ?? null, to: z ?? null }, 'node zone label changed; the next sync is full');
+      syncerRef.requestFull();
+    }
+    zone = z;
+  };
+  if (cfg.source.type === 'kubernetes') {
+    let kc;
+    try {
+      kc = loadKubeConfig(cfg.clientConnection.kubeconfig);
+    } catch (err) {
+      return fail((err as Error).message);
+    }
+    const synced = new Set<string>();
+    const src = new KubeSource({
+      kubeConfig: kc, nodeName, log,
+      watchdogMs: Number(process.env.NFTPROXY_KUBE_WATCHDOG_MS) || undefined,
+      sink: {
+        replace: (k, objs) => {
+          state.replace(k, objs);
+          if (k === 'Node') { health.setNode(state.node); zoneCheck(); }
+          if (kubeSynced) queued();
+        },
+        event: (k, type, o) => {
+          if (type === 'DELETED') state.remove(k, o); else state.upsert(k, o);
+          if (k === 'Node') { health.setNode(state.node); zoneCheck(); }
+          if (kubeSynced && state.hasPending) queued();
+        },
+        synced: (k) => {
+          synced.add(k);
+          if (synced.has('Service') && synced.has('EndpointSlice')) kubeSynced = true;
+        },
+      },
+    });
+    try {
+      await src.start(); // lists Services, EndpointSlices and the Node first: the first sync waits for them
+    } catch (err) {
+      src.stop();
+      return fail((err as Error).message);
+    }
+    kube = { src, kc };
+  }
+
+  let sock: NftSocket;
+  try {
+    sock = NftSocket.open();
+  } catch (err) {
+    kube?.src.stop();
+    return fail((err as Error).message);
+  }
+  const adoptTried = new Set<IPFamily>();
+  const syncer = new Syncer({
+    families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health,
+    adopt: async (family, desired) => {
+      if (adoptTried.has(family)) return null;
+      adoptTried.add(family);
+      try {
+        const kernel = await readTable(sock, TABLE_FAMILY[family], cfg.tableName);
+        const want = contentOf(toBatchOps(desired));
+        if (!want) return null;
+        const p = planAdoption(kernel, want);
+        log.info({ family, adoption: p.kind, reason: p.reason, ops: p.ops.length, compared: p.compared, mismatches: p.mismatches }, p.kind === 'adopt' ? 'adopting the existing table' : 'not adopting the existing table; full sync');
+        return p.kind === 'adopt' ? p.ops : null;
+      } catch (err) {
+        log.warn({ family, err: (err as Error).message }, 'cannot read the existing table; full sync');
+        return null;
+      }
+    },
+  });
+  syncerRef = syncer;
+  zone = state.node?.metadata.labels?.[LABEL.zone];
+  log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
+  const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); }, {
+    minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
+    clock: systemClock, onError: () => {},
+  });
+  queued = () => {
+    for (const f of families) {
+      health.queuedUpdate(f);
+      metrics.syncProxyRulesLastQueuedTimestamp.set({ ip_family: f }, Date.now() / 1000);
+    }
+    runner.run();
+  };
+
+  // Tamper repair: a listener on the nf_tables multicast group.
+  let tamper: TamperWatcher | null = null;
+  try {
+    const notify = NftSocket.open({ groups: [NFNLGRP_NFTABLES], sndbufBytes: 64 << 10, rcvbufBytes: 4 << 20 });
+    tamper = new TamperWatcher({
+      source: notify, table: cfg.tableName, families: families.map((f) => TABLE_FAMILY[f]), ownPortIds: new Set([sock.portId]),
+      clock: systemClock,
+      onTamper: (changes) => {
+        const who = changes.find((c) => c.procName !== undefined);
+        log.warn({ changes: changes.length, first: changes.slice(0, 3), by: who ? `${who.procName} (pid ${who.procPid})` : `port ${changes[0].portId}` },
+          'our table was changed by someone else; repairing with a full sync');
+        syncer.requestFull();
+        queued();
+      },
+      onError: (err) => log.warn({ err: (err as Error).message }, 'cannot read nf_tables notifications'),
+    });
+    tamper.start();
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'cannot subscribe to nf_tables notifications; tampering is repaired only by the hourly full sync');
+  }
+
+  const servers: Array<{ close(): Promise<unknown> }> = [];
+  const listen = async (field: string, addr: string, app: ReturnType<typeof buildHealthServer>) => {
+    if (!addr) return;
+    const { host, port } = parseBindAddress(field, addr);
+    await app.listen({ host, port });
+    servers.push(app);
+    log.info({ address: addr }, `${field === 'healthzBindAddress' ? 'health' : 'metrics'} server listening`);
+  };
+
+  let stopSource: () => void = () => {};
+  if (cfg.source.type === 'file') {
+    health.setNode({ metadata: {}, spec: {} }); // no Node object on bare metal: eligible
+    const src = new FileSource(cfg.source.path, state, log, queued);
+    src.start();
+    stopSource = () => src.stop();
+  } else if (kube) {
+    const { src, kc } = kube;
+    stopSource = () => src.stop();
+    void postStartingEvent(kc, nodeName, new Date()).then((err) => { if (err) log.warn({ err: err.message }, 'cannot post the Starting event'); });
+  }
+  try {
+    await listen('healthzBindAddress', cfg.healthzBindAddress, buildHealthServer(health, metrics));
+    await listen('metricsBindAddress', cfg.metricsBindAddress, buildMetricsServer(metrics, cfg));
+  } catch (err) {
+    stopSource();
+    tamper?.stop();
+    sock.close();
+    return fail(`cannot listen: ${(err as Error).message}`);
+  }
+
+  for (const f of families) health.updated(f); // as upstream's SyncLoop: not stale before the first sync
+  runner.start();
+  queued();
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log.info({ signal }, 'stopping; the ruleset stays in place');
+      runner.stop();
+      stopSource();
+      tamper?.stop();
+      const deadline = setTimeout(resolve, 4000);
+      void runner.whenIdle().then(async () => {
+        await Promise.allSettled(servers.map((s) => s.close()));
+        clearTimeout(deadline);
+        resolve();
+      });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  sock.close();
+  return 0;
+}
