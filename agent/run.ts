@@ -28,7 +28,7 @@ import { FileSource } from './file-source.ts';
 import { SnapshotBuilder, type IPFamily } from './snapshot.ts';
 import { Syncer, FULL_SYNC_PERIOD_MS, type SyncLogger } from './syncer.ts';
 import { BoundedFrequencyRunner, systemClock } from './runner.ts';
-import { createProxyMetrics } from './metrics.ts';
+import { ChangeMetrics, createProxyMetrics } from './metrics.ts';
 import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
 import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
 import { contentOf, planAdoption, readTable } from './adopt.ts';
@@ -50,6 +50,39 @@ export function familiesOf(cfg: Config, log: RunLogger | null): IPFamily[] {
     return fams.filter((f) => f !== 'IPv6');
   }
   return fams;
+}
+
+/**
+ * Formats ms as a Go `time.Duration` string: `0s`, `500ms`, `1.5s`, `1m30s`, `1h0m0s`, `24h0m0s`.
+ * @throws Error when `ms` is negative or not finite.
+ */
+export function formatGoDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) throw new Error(`duration ${ms} ms is not a non-negative number`);
+  if (ms === 0) return '0s';
+  if (ms < 1000) return `${ms}ms`;
+  const h = Math.floor(ms / 3_600_000);
+  const m = Math.floor((ms % 3_600_000) / 60_000);
+  const sec = (ms % 60_000) / 1000;
+  return `${h ? `${h}h` : ''}${h || m ? `${m}m` : ''}${sec}s`;
+}
+
+/**
+ * The running config as `/configz` shows it: KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) JSON with
+ * durations as Go duration strings again (the loaded config holds them in ms).
+ */
+export function configzView(cfg: Config): Record<string, unknown> {
+  const d = formatGoDuration;
+  return {
+    ...cfg,
+    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration', mode: 'nftables',
+    configSyncPeriod: d(cfg.configSyncPeriod),
+    conntrack: {
+      ...cfg.conntrack,
+      tcpEstablishedTimeout: d(cfg.conntrack.tcpEstablishedTimeout), tcpCloseWaitTimeout: d(cfg.conntrack.tcpCloseWaitTimeout),
+      udpTimeout: d(cfg.conntrack.udpTimeout), udpStreamTimeout: d(cfg.conntrack.udpStreamTimeout),
+    },
+    nftables: { ...cfg.nftables, syncPeriod: d(cfg.nftables.syncPeriod), minSyncPeriod: d(cfg.nftables.minSyncPeriod) },
+  };
 }
 
 /**
@@ -154,7 +187,9 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): P
     minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
     clock: systemClock, onError: () => {},
   });
+  const changeMetrics = new ChangeMetrics(metrics);
   queued = () => {
+    changeMetrics.observe(state);
     for (const f of families) {
       health.queuedUpdate(f);
       metrics.syncProxyRulesLastQueuedTimestamp.set({ ip_family: f }, Date.now() / 1000);
@@ -205,7 +240,7 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): P
   }
   try {
     await listen('healthzBindAddress', cfg.healthzBindAddress, buildHealthServer(health, metrics));
-    await listen('metricsBindAddress', cfg.metricsBindAddress, buildMetricsServer(metrics, cfg));
+    await listen('metricsBindAddress', cfg.metricsBindAddress, buildMetricsServer(metrics, configzView(cfg)));
   } catch (err) {
     stopSource();
     tamper?.stop();
