@@ -171,8 +171,10 @@ export function contentOf(ops: readonly BatchOp[]): TableContent | null {
  * Compares the kernel's table with the desired content and plans the repair batch.
  * @param kernel the dump (null: the table does not exist)
  * @param desired the content of the desired ruleset ({@link contentOf} of its full-plan ops)
+ * @param opts.ignoreEmptyExtraChains do not count extra chains without rules (a running syncer's stale chains,
+ *   flushed and awaiting deletion: rules/plan.ts STALE_CHAIN_DELAY_MS)
  */
-export function planAdoption(kernel: TableContent | null, desired: TableContent): AdoptionPlan {
+export function planAdoption(kernel: TableContent | null, desired: TableContent, opts: { ignoreEmptyExtraChains?: boolean } = {}): AdoptionPlan {
   const compared = { chains: 0, sets: 0, rules: 0, elements: 0 };
   const mismatches: string[] = [];
   const note = (m: string) => { if (mismatches.length < 20) mismatches.push(m); };
@@ -220,6 +222,7 @@ export function planAdoption(kernel: TableContent | null, desired: TableContent)
   for (const [n, k] of kernel.chains) {
     if (desired.chains.has(n)) continue;
     if (k.hook) return full(`base chain ${n} is not ours`);
+    if (opts.ignoreEmptyExtraChains && (kernel.rules.get(n)?.length ?? 0) === 0) continue;
     extraChains.push(n);
     note(`chain ${n}: not ours any more`);
   }

@@ -9,7 +9,8 @@
  *   (minSyncPeriod between syncs, retry after syncPeriod, a full resync every hour).
  * - Restart adoption (agent/adopt.ts): the first sync of each family dumps our table and sends only what differs.
  * - Tamper repair (agent/tamper.ts): a NFNLGRP_NFTABLES listener requests a FULL sync when anyone else changes
- *   our table.
+ *   our table. The listener leaves the group during our own batches; foreign commits in that window (seen through
+ *   the generation id) trigger a read-only comparison of our tables with the committed rulesets.
  * - A change of the Node's `topology.kubernetes.io/zone` label makes the next sync full.
  * - Health (/healthz, /livez) and metrics (/metrics, /proxyMode, /configz) servers with kube-proxy's semantics.
  * - SIGTERM/SIGINT: stop within 5 s, leaving the ruleset in place.
@@ -22,7 +23,7 @@ import { LABEL } from '../config-schema/kubernetes.ts';
 import { toBatchOps } from '../rules/index.ts';
 import { NFNLGRP_NFTABLES } from '../netlink/message.ts';
 import { NftSocket } from '../netlink/socket.ts';
-import type { TableFamily } from '../netlink/types.ts';
+import type { BatchOp, TableFamily } from '../netlink/types.ts';
 import { ClusterState } from './cluster-state.ts';
 import { FileSource } from './file-source.ts';
 import { SnapshotBuilder, type IPFamily } from './snapshot.ts';
@@ -162,8 +163,11 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): P
     return fail((err as Error).message);
   }
   const adoptTried = new Set<IPFamily>();
+  let tamper: TamperWatcher | null = null;
+  // Our batches run while the tamper listener is out of the group (agent/tamper.ts: no notifications built for them).
+  const sender = { sendBatch: (ops: readonly BatchOp[]) => (tamper ? tamper.around(() => sock.sendBatch(ops), () => sock.getGeneration()) : sock.sendBatch(ops)) };
   const syncer = new Syncer({
-    families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health,
+    families, state, builder, sender, now: () => Date.now(), log, metrics, health,
     adopt: async (family, desired) => {
       if (adoptTried.has(family)) return null;
       adoptTried.add(family);
@@ -197,8 +201,33 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): P
     runner.run();
   };
 
+  // Foreign commits while we were not listening: compare our tables with what we committed (read-only), repair
+  // with a full sync only when they differ.
+  let checking = false;
+  const checkTables = async () => {
+    if (checking) return;
+    checking = true;
+    try {
+      await runner.whenIdle();
+      for (const f of families) {
+        const committed = syncer.committed(f);
+        const want = committed && contentOf(toBatchOps(committed));
+        if (!want) continue;
+        const p = planAdoption(await readTable(sock, TABLE_FAMILY[f], cfg.tableName), want, { ignoreEmptyExtraChains: true });
+        if (p.kind === 'adopt' && p.ops.length === 0) continue;
+        log.warn({ family: f, reason: p.reason, mismatches: p.mismatches }, 'our table was changed by someone else during a sync; repairing with a full sync');
+        syncer.requestFull();
+        queued();
+        return;
+      }
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'cannot check our tables');
+    } finally {
+      checking = false;
+    }
+  };
+
   // Tamper repair: a listener on the nf_tables multicast group.
-  let tamper: TamperWatcher | null = null;
   try {
     const notify = NftSocket.open({ groups: [NFNLGRP_NFTABLES], sndbufBytes: 64 << 10, rcvbufBytes: 4 << 20 });
     tamper = new TamperWatcher({
@@ -212,6 +241,10 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): P
         queued();
       },
       onError: (err) => log.warn({ err: (err as Error).message }, 'cannot read nf_tables notifications'),
+      onUnseenCommits: (count) => {
+        log.info({ commits: count }, 'foreign nf_tables commits during our sync; checking our tables');
+        void checkTables();
+      },
     });
     tamper.start();
   } catch (err) {

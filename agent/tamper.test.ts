@@ -72,3 +72,46 @@ test('the watcher polls every pollMs on the clock, reports once per poll, surviv
   assert.equal(clock.pending, 0);
   assert.equal(w.seen, 4);
 });
+
+test('around(): our batch runs outside the group; the generation tells foreign commits in that window apart', async () => {
+  const clock = new FakeClock();
+  const calls: string[] = [];
+  const queue: NetlinkMessage[][] = [[notification(NFT_MSG.DELRULE, NFPROTO.IPV4, 9, 'nftproxy')]];
+  let gen = 100;
+  const unseen: number[] = [];
+  const reports: ForeignChange[][] = [];
+  const w = new TamperWatcher({
+    source: { drain: () => queue.shift() ?? [], close: () => {}, setMembership: (g, on) => calls.push(`${on ? 'join' : 'leave'} ${g}`) },
+    table: 'nftproxy', families: ['ip'], ownPortIds: new Set([777]), clock,
+    onTamper: (c) => reports.push(c), onUnseenCommits: (n) => unseen.push(n),
+  });
+  w.start();
+  const generation = async () => { calls.push(`gen ${gen}`); return gen; };
+
+  // A committed batch of ours: +1 generation, nothing unseen. What was queued before is processed first.
+  const r = await w.around(async () => { calls.push('batch'); gen++; return 'ok'; }, generation);
+  assert.equal(r, 'ok');
+  assert.deepEqual(calls, ['leave 7', 'gen 100', 'batch', 'join 7', 'gen 101']);
+  assert.equal(reports.length, 1, 'the queued foreign change was reported before leaving the group');
+  assert.deepEqual(unseen, []);
+
+  // Someone else commits while we are out of the group: +2 for one batch of ours.
+  await w.around(async () => { gen += 2; }, generation);
+  assert.deepEqual(unseen, [1]);
+
+  // A rejected batch commits nothing: +0 is fine, the error propagates, and we rejoin the group.
+  calls.length = 0;
+  await assert.rejects(w.around(async () => { throw new Error('EINVAL'); }, generation), /EINVAL/);
+  assert.deepEqual(calls.slice(-2), ['join 7', `gen ${gen}`]);
+  assert.deepEqual(unseen, [1]);
+
+  // A rejected batch while someone else committed: +1 with nothing of ours is unseen.
+  await assert.rejects(w.around(async () => { gen++; throw new Error('EBUSY'); }, generation));
+  assert.deepEqual(unseen, [1, 1]);
+
+  // After stop(), around() just runs the batch.
+  w.stop();
+  calls.length = 0;
+  await w.around(async () => { calls.push('batch'); }, generation);
+  assert.deepEqual(calls, ['batch']);
+});

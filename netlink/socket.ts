@@ -27,6 +27,7 @@ const SO_SNDBUFFORCE = 32;
 const SO_RCVBUFFORCE = 33;
 const SOL_NETLINK = 270;
 const NETLINK_ADD_MEMBERSHIP = 1;
+const NETLINK_DROP_MEMBERSHIP = 2;
 const NETLINK_NO_ENOBUFS = 5;
 const NETLINK_CAP_ACK = 10;
 const NETLINK_EXT_ACK = 11;
@@ -185,6 +186,16 @@ export class NftSocket {
     len.writeUInt32LE(12, 0);
     if (this.#libc.getsockname(this.#fd, addr, len) < 0) throw new NetlinkSocketError('getsockname(AF_NETLINK)', this.#libc.errno());
     return addr.readUInt32LE(4);
+  }
+
+  /**
+   * Joins or leaves a multicast group (NETLINK_ADD_MEMBERSHIP / NETLINK_DROP_MEMBERSHIP, linux/netlink.h).
+   * Messages already queued stay readable after leaving.
+   * @throws NetlinkSocketError when setsockopt() fails.
+   */
+  setMembership(group: number, member: boolean): void {
+    this.#assertOpen();
+    this.#setInt(SOL_NETLINK, member ? NETLINK_ADD_MEMBERSHIP : NETLINK_DROP_MEMBERSHIP, group, `${member ? 'NETLINK_ADD_MEMBERSHIP' : 'NETLINK_DROP_MEMBERSHIP'} ${group}`);
   }
 
   /** The socket's send buffer as the kernel reports it (bytes, already doubled). */

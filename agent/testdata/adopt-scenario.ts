@@ -12,7 +12,8 @@ import { readListFile } from '../file-source.ts';
 import { SnapshotBuilder, type IPFamily } from '../snapshot.ts';
 import { Syncer } from '../syncer.ts';
 import { contentOf, planAdoption, readTable } from '../adopt.ts';
-import { foreignChanges } from '../tamper.ts';
+import { TamperWatcher, foreignChanges } from '../tamper.ts';
+import { systemClock } from '../runner.ts';
 import { toBatchOps, compile } from '../../rules/index.ts';
 import { NftSocket } from '../../netlink/socket.ts';
 import { NFNLGRP_NFTABLES } from '../../netlink/message.ts';
@@ -81,5 +82,28 @@ nft('delete', 'table', 'ip6', 'nftproxy');
 await restart('ip6Missing');
 nft('insert', 'rule', 'ip', 'nftproxy', 'nat-output', 'counter');
 await restart('baseChainChanged');
-notify.close();
+notify.drain();
+
+// around(): our own batch sends no notifications to the listener; a foreign commit in the window is counted.
+{
+  const sock = NftSocket.open();
+  const unseen: number[] = [];
+  const tampers: unknown[] = [];
+  const w = new TamperWatcher({
+    source: notify, table: 'nftproxy', families: ['ip', 'ip6'], ownPortIds: new Set([sock.portId]), clock: systemClock, pollMs: 60_000,
+    onTamper: (c) => tampers.push(c), onUnseenCommits: (n) => unseen.push(n),
+  });
+  w.start();
+  const chain = (name: string): BatchOp[] => [{ op: 'add', kind: 'chain', chain: { family: 'ip', table: 'nftproxy', name } }];
+  await w.around(() => sock.sendBatch(chain('ours-1')), () => sock.getGeneration());
+  const afterOwn = notify.drain().length;
+  await w.around(async () => { nft('add', 'chain', 'ip', 'nftproxy', 'theirs'); return sock.sendBatch(chain('ours-2')); }, () => sock.getGeneration());
+  const afterForeign = notify.drain().length;
+  // Outside around(): our batch is notified (and ignored by port id), a foreign one is reported.
+  await sock.sendBatch(chain('ours-3'));
+  const ownOutside = notify.drain();
+  out.around = { afterOwn, afterForeign, unseen, ownOutside: ownOutside.length, ownOutsideForeign: foreignChanges(ownOutside, { table: 'nftproxy', families: ['ip'], ownPortIds: new Set([sock.portId]) }).length };
+  w.stop(); // closes notify
+  sock.close();
+}
 process.stdout.write(JSON.stringify(out, (_k, v) => (typeof v === 'bigint' ? String(v) : v)) + '\n');
