@@ -187,7 +187,12 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): P
   syncerRef = syncer;
   zone = state.node?.metadata.labels?.[LABEL.zone];
   log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
-  const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); }, {
+  let inflight: Promise<unknown> | null = null; // the sync in progress, for shutdown
+  const runner = new BoundedFrequencyRunner(async () => {
+    const run = syncer.sync();
+    inflight = run.catch(() => {});
+    try { await run; } finally { inflight = null; }
+  }, {
     minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
     clock: systemClock, onError: () => {},
   });
@@ -291,8 +296,9 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger): P
       runner.stop();
       stopSource();
       tamper?.stop();
+      // Wait for a sync in progress only (a pending one is dropped with the stopped runner), at most 4 s.
       const deadline = setTimeout(resolve, 4000);
-      void runner.whenIdle().then(async () => {
+      void (inflight ?? Promise.resolve()).then(async () => {
         await Promise.allSettled(servers.map((s) => s.close()));
         clearTimeout(deadline);
         resolve();

@@ -77,10 +77,10 @@ export async function waitForTable(needle: string, timeoutMs: number): Promise<b
   return !!(await poll(async () => (await runAsync(LAB.node, 'nft', ['list', 'table', 'ip', 'nftproxy'])).stdout.includes(needle), timeoutMs, 100));
 }
 
-/** Sends SIGTERM and waits (up to 6 s) for the exit code. */
-export async function stopAgent(agent: Background): Promise<number | null | 'timeout'> {
+/** Sends SIGTERM and waits (up to `waitMs`, default 6 s) for the exit code. */
+export async function stopAgent(agent: Background, waitMs = 6000): Promise<number | null | 'timeout'> {
   agent.child.kill('SIGTERM');
-  return Promise.race([agent.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 6000))]);
+  return Promise.race([agent.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), waitMs))]);
 }
 
 /** A veth between the private world's own namespace (172.30.0.1) and the node (172.30.0.2). */

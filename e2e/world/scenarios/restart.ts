@@ -44,7 +44,11 @@ try {
   obs.stream = JSON.parse(s.stdout.trim() || '{}');
   obs.handleAfter = await tableHandle();
   obs.secondLogProblems = logOf(second).filter((l) => (l.level as number) >= 40).map((l) => l.msg);
-  obs.secondExit = await stopAgent(second);
+  const tStop = Date.now();
+  obs.secondExit = await stopAgent(second, 15_000);
+  obs.secondExitMs = Date.now() - tStop;
+  obs.secondStopLoggedMs = Date.parse(String(logOf(second).find((l) => l.msg === 'stopping; the ruleset stays in place')?.time)) - tStop;
+  if (obs.secondExit !== 0) obs.secondLogTail = second.out.join('').split('\n').slice(-8);
 } catch (err) {
   obs.error = (err as Error).stack;
 } finally {
