@@ -20,13 +20,10 @@ import { BatchError, NftSocket } from '../netlink/socket.ts';
 import type { TableFamily } from '../netlink/types.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { ClusterState } from './cluster-state.ts';
-import { FileSource, readListFile } from './file-source.ts';
+import { readListFile } from './file-source.ts';
 import { SnapshotBuilder, type IPFamily } from './snapshot.ts';
-import { Syncer, FULL_SYNC_PERIOD_MS } from './syncer.ts';
-import { BoundedFrequencyRunner, systemClock } from './runner.ts';
-import { createProxyMetrics } from './metrics.ts';
-import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
-import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
+import { Syncer } from './syncer.ts';
+import { KubeSource, loadKubeConfig } from './kube-source.ts';
 import { applySysctls, conntrackTargets } from './sysctls.ts';
 import { runAgent } from './run.ts';
 
