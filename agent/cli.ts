@@ -22,21 +22,16 @@ import { NftSocket } from '../netlink/socket.ts';
 import type { TableFamily } from '../netlink/types.ts';
 import { ConfigError, loadConfig, parseConfig } from './config.ts';
 import { ClusterState } from './cluster-state.ts';
-import { FileSource, readListFile } from './file-source.ts';
+import { readListFile } from './file-source.ts';
 import { SnapshotBuilder, type IPFamily } from './snapshot.ts';
-import { Syncer, FULL_SYNC_PERIOD_MS } from './syncer.ts';
-import { BoundedFrequencyRunner, systemClock } from './runner.ts';
-import { createProxyMetrics } from './metrics.ts';
-import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
-import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
+import { Syncer } from './syncer.ts';
+import { KubeSource, loadKubeConfig } from './kube-source.ts';
 import { applySysctls, conntrackTargets } from './sysctls.ts';
-import { ConfigWatcher } from './config-watch.ts';
 import { checkKernel } from './kernel-check.ts';
 import { applyOomScoreAdj } from './oom.ts';
 import { KUBE_PROXY_TABLE, deleteTables, findKubeProxyLeftovers } from './cleanup.ts';
 import { ConfigSchema } from '../config-schema/config.ts';
-import { NodeAddressWatcher } from './node-addresses.ts';
-import { ServiceHealthServers, serviceHealthInfos } from './healthcheck-server.ts';
+import { runAgent } from './run.ts';
 
 const VERSION = (JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -214,111 +209,6 @@ function cmdInitOnly(cfg: Config, log: Logger): number {
   return 0;
 }
 
-async function cmdRun(cfg: Config, nodeName: string, log: Logger, configFile: { path: string; text: string }): Promise<number> {
-  const families = familiesOf(cfg, log);
-  const metrics = createProxyMetrics();
-  const health = new ProxyHealth(systemClock, 2 * cfg.nftables.syncPeriod);
-  const state = new ClusterState(nodeName, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid object'));
-  // nodeport-ips follow the interface addresses (polled; a change queues a sync, not a full one).
-  let onAddrChange = () => {};
-  const addrs = new NodeAddressWatcher({ clock: systemClock, intervalMs: 1000, onChange: (a) => { log.info({ addresses: a }, 'node addresses changed'); onAddrChange(); }, onError: (e) => log.warn({ err: e.message }, 'cannot read interface addresses') });
-  const builder = new SnapshotBuilder(cfg, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid field'), () => addrs.current());
-  const sock = NftSocket.open();
-  if (!(await preflight(cfg, sock, families, log))) { sock.close(); return 1; }
-  // Per-family healthCheckNodePort servers, bound to the family's NodePort addresses (match-all: 0.0.0.0 / ::).
-  const hcAddrs = new Map<IPFamily, readonly string[]>();
-  const hcServers = new Map(families.map((f) => [f, new ServiceHealthServers({ addresses: () => hcAddrs.get(f) ?? [], healthy: () => health.health().healthy, log })]));
-  let hcChain: Promise<unknown> = Promise.resolve();
-  const onSynced = (f: IPFamily, snap: import('../config-schema/snapshot.ts').Snapshot) => {
-    hcAddrs.set(f, snap.nodePortIPs ?? [f === 'IPv4' ? '0.0.0.0' : '::']);
-    const wanted = serviceHealthInfos(snap.servicePorts);
-    hcChain = hcChain.then(() => hcServers.get(f)!.sync(wanted));
-  };
-  const syncer = new Syncer({ families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health, onSynced });
-  log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
-  const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); }, {
-    minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
-    clock: systemClock, onError: () => {},
-  });
-  const queued = () => {
-    for (const f of families) {
-      health.queuedUpdate(f);
-      metrics.syncProxyRulesLastQueuedTimestamp.set({ ip_family: f }, Date.now() / 1000);
-    }
-    runner.run();
-  };
-  onAddrChange = queued;
-  addrs.start();
-
-  const servers: Array<{ close(): Promise<unknown> }> = [];
-  const listen = async (field: string, addr: string, app: ReturnType<typeof buildHealthServer>) => {
-    if (!addr) return;
-    const { host, port } = parseBindAddress(field, addr);
-    await app.listen({ host, port });
-    servers.push(app);
-    log.info({ address: addr }, `${field === 'healthzBindAddress' ? 'health' : 'metrics'} server listening`);
-  };
-
-  let stopSource: () => void = () => {};
-  if (cfg.source.type === 'file') {
-    health.setNode({ metadata: {}, spec: {} }); // no Node object on bare metal: eligible
-    const src = new FileSource(cfg.source.path, state, log, queued);
-    src.start();
-    stopSource = () => src.stop();
-  } else {
-    const kc = loadKubeConfig(cfg.clientConnection.kubeconfig);
-    const synced = new Set<string>();
-    const src = new KubeSource({
-      kubeConfig: kc, nodeName, log,
-      sink: {
-        replace: (k, objs) => { state.replace(k, objs); if (k === 'Node') health.setNode(state.node); if (synced.has('Service') && synced.has('EndpointSlice')) queued(); },
-        event: (k, type, o) => {
-          if (type === 'DELETED') state.remove(k, o); else state.upsert(k, o);
-          if (k === 'Node') health.setNode(state.node);
-          if (state.hasPending && synced.has('Service') && synced.has('EndpointSlice')) queued();
-        },
-        synced: (k) => { synced.add(k); },
-      },
-    });
-    await src.start(); // lists Services, EndpointSlices and the Node first: the first sync waits for them
-    stopSource = () => src.stop();
-    const err = await postStartingEvent(kc, nodeName, new Date());
-    if (err) log.warn({ err: err.message }, 'cannot post the Starting event');
-  }
-  await listen('healthzBindAddress', cfg.healthzBindAddress, buildHealthServer(health, metrics));
-  await listen('metricsBindAddress', cfg.metricsBindAddress, buildMetricsServer(metrics, cfg));
-
-  for (const f of families) health.updated(f); // as upstream's SyncLoop: not stale before the first sync
-  runner.start();
-  queued();
-
-  await new Promise<void>((resolve) => {
-    const watcher = new ConfigWatcher({ path: configFile.path, runningText: configFile.text, log, onChange: () => stop('config file changed') });
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      log.info({ signal }, 'stopping; the ruleset stays in place');
-      watcher.stop();
-      runner.stop();
-      stopSource();
-      addrs.stop();
-      const deadline = setTimeout(resolve, 4000);
-      void runner.whenIdle().then(async () => {
-        await Promise.allSettled(servers.map((s) => s.close()));
-        await hcChain.then(() => Promise.allSettled([...hcServers.values()].map((h) => h.close())));
-        clearTimeout(deadline);
-        resolve();
-      });
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-    watcher.start();
-  });
-  sock.close();
-  return 0;
-}
-
 /** Entry point: returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -371,7 +261,10 @@ export async function main(argv: string[]): Promise<number> {
     case 'apply': return cmdApply(cfg, nodeName, log);
     case 'cleanup': return cmdCleanup(cfg, !!values['kube-proxy'], log);
     case 'check': return cmdCheck(cfg, log);
-    default: return values['init-only'] ? cmdInitOnly(cfg, log) : cmdRun(cfg, nodeName, log, { path: values.config, text: configText });
+    default: return values['init-only'] ? cmdInitOnly(cfg, log) : runAgent(cfg, nodeName, log, {
+      configFile: { path: values.config, text: configText },
+      preflight: (sock, families) => preflight(cfg, sock, families, log),
+    });
   }
 }
 

@@ -127,3 +127,30 @@ test('bad credentials stop startup with a clear message; the birth cry is posted
     await api.stop();
   }
 });
+
+test('describeError: one line from client-node ApiExceptions, with a hint for 401 and 403', async () => {
+  const { describeError } = await import('./kube-source.ts');
+  const multiLine = 'HTTP-Code: 401\nMessage: Unknown API Status Code!\nBody: undefined\nHeaders: {"date":"x"}';
+  assert.equal(describeError(Object.assign(new Error(multiLine), { code: 401, body: undefined })), 'HTTP 401 (the credentials in the kubeconfig were rejected)');
+  const status = JSON.stringify({ kind: 'Status', reason: 'Forbidden', message: 'services is forbidden: User "x" cannot list resource "services"', code: 403 });
+  assert.equal(describeError(Object.assign(new Error('HTTP-Code: 403\n...'), { code: 403, body: status })),
+    'HTTP 403 Forbidden: services is forbidden: User "x" cannot list resource "services" (the user lacks list/watch permission; see deploy/kubernetes/rbac.yaml)');
+  assert.equal(describeError(Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443\n  at x'), { code: 'ECONNREFUSED' })), 'connect ECONNREFUSED 10.0.0.1:6443');
+});
+
+test('a real 401 from the API server stops start() with a one-line message naming the resource', async () => {
+  const api = new FakeApiServer({ token: 'right' });
+  const url = await api.start();
+  const { sink } = recordingSink();
+  const src = new KubeSource({ kubeConfig: kubeConfigFor(url, 'wrong'), nodeName: 'node-1', sink, log: { info() {}, warn() {}, debug() {} } });
+  try {
+    await assert.rejects(src.start(), (err: Error) => {
+      assert.match(err.message, /^cannot list (Services|EndpointSlices|Nodes) from the Kubernetes API \(\/api.*\): HTTP 401 \(the credentials in the kubeconfig were rejected\)$/);
+      assert.ok(!err.message.includes('\n'));
+      return true;
+    });
+  } finally {
+    src.stop();
+    await api.stop();
+  }
+});

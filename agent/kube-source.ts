@@ -248,10 +248,22 @@ function toPlainJson(obj: unknown): unknown {
   return obj === undefined ? undefined : JSON.parse(JSON.stringify(obj));
 }
 
-function describeError(err: unknown): string {
+/**
+ * One line describing an API error. client-node's ApiException has `code` (the HTTP status) and `body` (the
+ * Status object, or its JSON text) and a multi-line message with headers: only the status, the Status reason and
+ * message are kept, plus a hint for 401/403.
+ */
+export function describeError(err: unknown): string {
   const e = err as { code?: number | string; statusCode?: number; body?: unknown; message?: string };
   const status = e?.code ?? e?.statusCode;
-  const msg = e?.message ?? String(err);
+  if (typeof status === 'number' && status >= 400) {
+    let body = e.body as { reason?: string; message?: string } | string | undefined;
+    if (typeof body === 'string') { try { body = JSON.parse(body) as { reason?: string; message?: string }; } catch { /* text body */ } }
+    const detail = typeof body === 'object' && body ? [body.reason, body.message].filter(Boolean).join(': ') : typeof body === 'string' ? body.slice(0, 200) : '';
+    const hint = status === 401 ? ' (the credentials in the kubeconfig were rejected)' : status === 403 ? ' (the user lacks list/watch permission; see deploy/kubernetes/rbac.yaml)' : '';
+    return `HTTP ${status}${detail ? ` ${detail}` : ''}${hint}`;
+  }
+  const msg = (e?.message ?? String(err)).split('\n')[0];
   return status !== undefined && !msg.includes(String(status)) ? `HTTP ${status}: ${msg}` : msg;
 }
 

@@ -93,3 +93,34 @@ export const PROXY_METRIC_NAMES: readonly string[] = [
   'kubeproxy_conntrack_reconciler_sync_duration_seconds',
   'kubeproxy_conntrack_reconciler_deleted_entries_total',
 ];
+
+/** The change counters a cluster state keeps (ClusterState.serviceChanges / endpointChanges: cumulative counts). */
+export interface ChangeCounts {
+  serviceChanges: number;
+  endpointChanges: number;
+}
+
+/**
+ * Feeds `kubeproxy_sync_proxy_rules_{service,endpoint}_changes_{total,pending}` from a state's cumulative change
+ * counts: each `observe()` adds the changes since the previous call to the totals and to the pending gauges (the
+ * syncer resets the pending gauges to 0 when it takes the changes).
+ */
+export class ChangeMetrics {
+  readonly #m: ProxyMetrics;
+  #services = 0;
+  #endpoints = 0;
+
+  constructor(metrics: ProxyMetrics) {
+    this.#m = metrics;
+  }
+
+  /** Records the changes counted since the previous call. */
+  observe(c: ChangeCounts): void {
+    const ds = c.serviceChanges - this.#services;
+    const de = c.endpointChanges - this.#endpoints;
+    this.#services = c.serviceChanges;
+    this.#endpoints = c.endpointChanges;
+    if (ds > 0) { this.#m.serviceChangesTotal.inc(ds); this.#m.serviceChangesPending.inc(ds); }
+    if (de > 0) { this.#m.endpointChangesTotal.inc(de); this.#m.endpointChangesPending.inc(de); }
+  }
+}

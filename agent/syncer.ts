@@ -53,6 +53,11 @@ export interface SyncerOptions {
   health?: ProxyHealth;
   /** Called after a family's batch was acknowledged, with the snapshot it programmed (health-check servers). */
   onSynced?: (family: IPFamily, snapshot: Snapshot) => void;
+  /**
+   * Restart adoption (agent/adopt.ts): asked once per family while nothing is committed yet. Returns the ops that
+   * turn the kernel's table into `desired` (possibly none), or null to do a normal full sync.
+   */
+  adopt?: (family: IPFamily, desired: Ruleset) => Promise<BatchOp[] | null>;
 }
 
 interface FamilyState {
@@ -100,23 +105,25 @@ export class Syncer {
     for (const family of this.#o.families) {
       const fs = this.#fam.get(family)!;
       const now = this.#o.now();
-      const full = fs.needFull || fs.committed === null || now - fs.lastFull >= FULL_SYNC_PERIOD_MS;
+      let full = fs.needFull || fs.committed === null || now - fs.lastFull >= FULL_SYNC_PERIOD_MS;
       const t0 = performance.now();
       try {
         const snapshot = builder.build(state, family);
         const desired = compile(snapshot, { previous: fs.committed });
         const t1 = performance.now();
-        const p = plan(fs.committed, desired, { full, now, stale: fs.stale });
+        const adopted = fs.committed === null && this.#o.adopt ? await this.#o.adopt(family, desired) : null;
+        if (adopted) full = false;
+        const p = adopted ? { ops: adopted, stale: new Map<string, number>(), changedFragments: [] as string[] } : plan(fs.committed, desired, { full, now, stale: fs.stale });
         const t2 = performance.now();
         let sent = { bytes: 0, messages: 0, kernelMs: 0 };
         if (p.ops.length > 0) {
-          if (log.isLevelEnabled?.('debug')) log.debug({ family, nft: renderPlan(desired, p) }, 'sync delta');
+          if ('steps' in p && log.isLevelEnabled?.('debug')) log.debug({ family, nft: renderPlan(desired, p) }, 'sync delta');
           sent = await this.#o.sender.sendBatch(p.ops);
         }
         fs.committed = desired;
         fs.stale = p.stale;
         fs.needFull = false;
-        if (full) fs.lastFull = now;
+        if (full || adopted) fs.lastFull = now;
         const r: FamilySyncResult = {
           family, full, ops: p.ops.length, bytes: sent.bytes, changedFragments: p.changedFragments.length,
           compileMs: round(t1 - t0), planMs: round(t2 - t1), kernelMs: round(sent.kernelMs),

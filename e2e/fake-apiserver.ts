@@ -8,7 +8,8 @@
  * - label selectors (`k`, `!k`, `k=v`, `k==v`, `k!=v`, comma-joined) and field selectors (`metadata.name`,
  *   `metadata.namespace`, `spec.clusterIP`, with `=`, `==` and `!=`);
  * - bearer-token auth (401 with a Status otherwise);
- * - hooks that stall watches (no events delivered until resumed) or drop every open connection.
+ * - hooks that stall watches (no events delivered until resumed), drop every open connection, or hold list
+ *   requests of one resource until released (to test that the client waits for its first lists).
  *
  * It listens on loopback (or an address the test chooses) and is meant only for tests.
  */
@@ -52,6 +53,7 @@ export class FakeApiServer {
   #rv = 100;
   #compactedRv = 0;
   #stalled = false;
+  readonly #heldLists = new Map<Resource, Array<() => void>>();
   /** Every request line seen, e.g. `GET /api/v1/services?watch=true…`, for assertions. */
   readonly requests: string[] = [];
   /** Events posted by the client (birth cry, warnings). */
@@ -121,6 +123,18 @@ export class FakeApiServer {
   resume(): void {
     this.#stalled = false;
     for (const w of this.#watchers) this.#flush(w);
+  }
+
+  /** Holds every list request of `resource` (not watches) until {@link releaseLists}. */
+  holdLists(resource: Resource): void {
+    if (!this.#heldLists.has(resource)) this.#heldLists.set(resource, []);
+  }
+
+  /** Answers the held list requests of `resource` (with the data current at release) and stops holding. */
+  releaseLists(resource: Resource): void {
+    const held = this.#heldLists.get(resource) ?? [];
+    this.#heldLists.delete(resource);
+    for (const answer of held) answer();
   }
 
   /** Ends every open watch stream abruptly (the client sees the connection close). */
@@ -207,6 +221,16 @@ export class FakeApiServer {
       if (!this.#stalled) this.#flush(w);
       return;
     }
+    const held = this.#heldLists.get(route.resource);
+    if (held) {
+      held.push(() => this.#list(route.resource, matches, res));
+      return;
+    }
+    this.#list(route.resource, matches, res);
+  }
+
+  #list(resource: Resource, matches: (o: KubeObject) => boolean, res: ServerResponse): void {
+    const route = { resource };
     const items = [...this.#objects.entries()]
       .filter(([k]) => k.startsWith(`${route.resource}/`))
       .map(([, o]) => o)

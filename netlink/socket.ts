@@ -27,6 +27,7 @@ const SO_SNDBUFFORCE = 32;
 const SO_RCVBUFFORCE = 33;
 const SOL_NETLINK = 270;
 const NETLINK_ADD_MEMBERSHIP = 1;
+const NETLINK_DROP_MEMBERSHIP = 2;
 const NETLINK_NO_ENOBUFS = 5;
 const NETLINK_CAP_ACK = 10;
 const NETLINK_EXT_ACK = 11;
@@ -41,6 +42,7 @@ interface Libc {
   bind(fd: number, addr: Buffer, len: number): number;
   setsockopt(fd: number, level: number, name: number, value: Buffer, len: number): number;
   getsockopt(fd: number, level: number, name: number, value: Buffer, len: Buffer): number;
+  getsockname(fd: number, addr: Buffer, len: Buffer): number;
   send: ((fd: number, buf: Buffer, len: number, flags: number) => number) & {
     async(fd: number, buf: Buffer, len: number, flags: number, cb: (err: unknown, res: number) => void): void;
   };
@@ -57,6 +59,7 @@ function loadLibc(): Libc {
     bind: lib.func('int bind(int, void *, uint32_t)'),
     setsockopt: lib.func('int setsockopt(int, int, int, void *, uint32_t)'),
     getsockopt: lib.func('int getsockopt(int, int, int, _Out_ void *, _Inout_ void *)'),
+    getsockname: lib.func('int getsockname(int, _Out_ void *, _Inout_ void *)'),
     send: lib.func('intptr_t send(int, void *, size_t, int)'),
     recv: lib.func('intptr_t recv(int, _Out_ void *, size_t, int)'),
     poll: lib.func('int poll(void *, uint64_t, int)'),
@@ -168,6 +171,31 @@ export class NftSocket {
       throw err;
     }
     return sock;
+  }
+
+  /**
+   * The socket's netlink port id (sockaddr_nl.nl_pid from getsockname(), assigned by the kernel at bind()). The
+   * kernel stamps it into nlmsg_pid of every nf_tables notification caused by this socket's batches, which is how a
+   * listener tells our own transactions from others' (net/netfilter/nf_tables_api.c nft_notify: ctx->portid).
+   * @throws NetlinkSocketError when getsockname() fails.
+   */
+  get portId(): number {
+    this.#assertOpen();
+    const addr = Buffer.alloc(12);
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(12, 0);
+    if (this.#libc.getsockname(this.#fd, addr, len) < 0) throw new NetlinkSocketError('getsockname(AF_NETLINK)', this.#libc.errno());
+    return addr.readUInt32LE(4);
+  }
+
+  /**
+   * Joins or leaves a multicast group (NETLINK_ADD_MEMBERSHIP / NETLINK_DROP_MEMBERSHIP, linux/netlink.h).
+   * Messages already queued stay readable after leaving.
+   * @throws NetlinkSocketError when setsockopt() fails.
+   */
+  setMembership(group: number, member: boolean): void {
+    this.#assertOpen();
+    this.#setInt(SOL_NETLINK, member ? NETLINK_ADD_MEMBERSHIP : NETLINK_DROP_MEMBERSHIP, group, `${member ? 'NETLINK_ADD_MEMBERSHIP' : 'NETLINK_DROP_MEMBERSHIP'} ${group}`);
   }
 
   /** The socket's send buffer as the kernel reports it (bytes, already doubled). */

@@ -1,0 +1,59 @@
+/**
+ * E2E scenario (e2e/restart.test.ts): `nftproxy run` on the lab node with the example services file; while the
+ * outside client makes a bounded stream of TCP connections to a ClusterIP, the agent gets SIGTERM (the ruleset
+ * stays) and a new agent starts. The new agent must adopt the table: its first sync sends nothing, and the table
+ * is never re-created (its kernel handle stays the same). Prints one JSON object.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LAB, buildLab, destroyHosts, poll, preparePrivateWorld, type Background } from '../netns.ts';
+import { NODE, ROOT, logOf, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
+
+preparePrivateWorld();
+const hosts = buildLab();
+const bg: Background[] = [];
+const obs: Record<string, unknown> = {};
+const tableHandle = async () => /table ip nftproxy \{ # handle (\d+)/.exec((await runAsync(LAB.node, 'nft', ['-a', 'list', 'table', 'ip', 'nftproxy'])).stdout)?.[1] ?? null;
+try {
+  await startPods(bg);
+  const dir = mkdtempSync(join(tmpdir(), 'nftproxy-restart-'));
+  writeFileSync(join(dir, 'services.json'), readFileSync(join(ROOT, 'deploy/examples/services.json')));
+  const config = { ...JSON.parse(readFileSync(join(ROOT, 'deploy/examples/config.json'), 'utf8')), healthzBindAddress: '', metricsBindAddress: '' };
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+
+  const first = startAgent(join(dir, 'config.json'));
+  bg.push(first);
+  obs.firstUp = await waitForTable('service-ips', 15_000);
+  if (!obs.firstUp) throw new Error(`agent did not program the table: ${first.out.join('')}`);
+  obs.handleBefore = await tableHandle();
+
+  // A bounded stream of connections across the restart (at most 12 s or 4000 connections).
+  const stream = runAsync(LAB.client, NODE, [join(ROOT, 'e2e/world/stream.ts'), '10.96.0.10', '80', '9000', '4000'], 30_000);
+  await new Promise((r) => setTimeout(r, 1000));
+  const t0 = Date.now();
+  obs.firstExit = await stopAgent(first);
+  obs.tableWhileDown = (await tableHandle()) !== null;
+  const second = startAgent(join(dir, 'config.json'));
+  bg.push(second);
+  const synced = await poll(() => logOf(second).find((l) => l.msg === 'synced'), 15_000, 20);
+  obs.restartToFirstSyncMs = Date.now() - t0;
+  obs.secondFirstSync = synced ? { full: synced.full, ops: synced.ops, bytes: synced.bytes } : null;
+  obs.adoption = logOf(second).filter((l) => l.adoption !== undefined).map((l) => ({ kind: l.adoption, reason: l.reason, ops: l.ops, compared: l.compared }));
+  const s = await stream;
+  obs.stream = JSON.parse(s.stdout.trim() || '{}');
+  obs.handleAfter = await tableHandle();
+  obs.secondLogProblems = logOf(second).filter((l) => (l.level as number) >= 40).map((l) => l.msg);
+  const tStop = Date.now();
+  obs.secondExit = await stopAgent(second, 15_000);
+  obs.secondExitMs = Date.now() - tStop;
+  obs.secondStopLoggedMs = Date.parse(String(logOf(second).find((l) => l.msg === 'stopping; the ruleset stays in place')?.time)) - tStop;
+  if (obs.secondExit !== 0) obs.secondLogTail = second.out.join('').split('\n').slice(-8);
+} catch (err) {
+  obs.error = (err as Error).stack;
+} finally {
+  for (const b of bg) b.child.kill('SIGKILL');
+  destroyHosts(hosts);
+}
+process.stdout.write(JSON.stringify(obs) + '\n');
+process.exit(0);
