@@ -72,6 +72,14 @@ export function logOf(agent: Background): Array<Record<string, unknown>> {
   });
 }
 
+/**
+ * The agent's warnings and errors (pino level >= 40), less the ones this sandbox makes expected: oom_score_adj -999
+ * needs CAP_SYS_RESOURCE, which some sandboxes drop even for root.
+ */
+export function problemsOf(agent: Background): string[] {
+  return logOf(agent).filter((l) => (l.level as number) >= 40 && !/oom_score_adj/.test(String(l.msg))).map((l) => String(l.msg));
+}
+
 /** Waits until `nft list table ip nftproxy` in the node shows `needle`; true when it did within `timeoutMs`. */
 export async function waitForTable(needle: string, timeoutMs: number): Promise<boolean> {
   return !!(await poll(async () => (await runAsync(LAB.node, 'nft', ['list', 'table', 'ip', 'nftproxy'])).stdout.includes(needle), timeoutMs, 100));

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LAB, buildLab, destroyHosts, poll, preparePrivateWorld, type Background } from '../netns.ts';
-import { NODE, ROOT, logOf, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
+import { NODE, ROOT, logOf, problemsOf, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
 
 preparePrivateWorld();
 const hosts = buildLab();
@@ -43,7 +43,7 @@ try {
   const s = await stream;
   obs.stream = JSON.parse(s.stdout.trim() || '{}');
   obs.handleAfter = await tableHandle();
-  obs.secondLogProblems = logOf(second).filter((l) => (l.level as number) >= 40).map((l) => l.msg);
+  obs.secondLogProblems = problemsOf(second);
   const tStop = Date.now();
   obs.secondExit = await stopAgent(second, 15_000);
   obs.secondExitMs = Date.now() - tStop;
