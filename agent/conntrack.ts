@@ -1,0 +1,164 @@
+/**
+ * Stale UDP flow cleanup after syncs (reference kube-proxy-nftables.md §6.2; issue 5). After a successful sync that
+ * touched a UDP ServicePort (its frontends or serving endpoints differ from what the last reconcile saw), and once
+ * after the first sync of a run, each family's UDP flows are dumped over ctnetlink, filtered in the kernel on
+ * protocol = UDP (TCP and other flows never leave the kernel), the stale ones are picked by
+ * agent/conntrack-reconciler.ts and deleted by original tuple and CTA_ID, so a tuple that a new flow reuses
+ * in between is never deleted.
+ *
+ * Restarting the agent deletes no valid flow (upstream #122740): a reconcile only deletes flows whose reply source
+ * is not a serving endpoint of the frontend they were sent to, whatever the agent saw before.
+ */
+import type { CtDeleteSpec, CtDumpFilter, CtFamily, CtFlow } from '../netlink/ctnetlink.ts';
+import { IPPROTO } from '../netlink/ctnetlink.ts';
+import type { DeleteResult } from '../netlink/ct-socket.ts';
+import type { ClusterState } from './cluster-state.ts';
+import { indexUdpServices, staleFlows, type ConntrackFlow, type UdpServicePort } from './conntrack-reconciler.ts';
+import type { ProxyMetrics } from './metrics.ts';
+import { collectEndpoints, type IPFamily, type SnapshotBuilder } from './snapshot.ts';
+import type { SyncLogger } from './syncer.ts';
+
+/** What the cleaner needs of the conntrack table (netlink/ct-socket.ts ConntrackSocket fits; tests use a fake). */
+export interface ConntrackTable {
+  dump(family: CtFamily, filter?: CtDumpFilter): CtFlow[];
+  deleteFlows(specs: readonly CtDeleteSpec[]): DeleteResult;
+}
+
+/** The outcome of one family's reconcile, for logs and tests. */
+export interface ReconcileResult {
+  family: IPFamily;
+  /** UDP flows the kernel sent (the dump is filtered on protocol = UDP). */
+  udpFlows: number;
+  stale: number;
+  deleted: number;
+  /** ENOENT: gone meanwhile, or the tuple now belongs to a newer flow (CTA_ID differs). */
+  missing: number;
+  failed: number;
+  ms: number;
+}
+
+const CT_FAMILY: Record<IPFamily, CtFamily> = { IPv4: 'ipv4', IPv6: 'ipv6' };
+const TABLE_FAMILY = { IPv4: 'ip', IPv6: 'ip6' } as const;
+
+/**
+ * The UDP ServicePorts of `family` as the reconciler sees them: frontends (ClusterIP, ExternalIPs and LoadBalancer
+ * VIPs, each with the service port), the NodePort, and EVERY serving endpoint (ready or serving-terminating,
+ * whatever the traffic policy or topology: upstream's `IsServing()`), keyed by `ns/name:port/UDP`.
+ */
+export function udpServicePorts(state: ClusterState, builder: SnapshotBuilder, family: IPFamily): Map<string, UdpServicePort> {
+  const out = new Map<string, UdpServicePort>();
+  const snapshot = builder.build(state, family);
+  for (const sp of snapshot.servicePorts) {
+    if (sp.protocol !== 'UDP') continue;
+    const svcKey = `${sp.namespace}/${sp.name}`;
+    const slices = [...(state.slicesByService.get(svcKey) ?? [])].map((k) => state.slices.get(k)).filter((s) => s !== undefined && s.addressType === family);
+    const endpoints = collectEndpoints(slices as NonNullable<(typeof slices)[number]>[], sp.portName, 'UDP', state.nodeName, TABLE_FAMILY[family], () => {});
+    out.set(`${svcKey}:${sp.portName}/UDP`, {
+      frontends: [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs].map((ip) => ({ ip, port: sp.port })),
+      nodePort: sp.nodePort,
+      servingEndpoints: endpoints.filter((e) => e.serving).map((e) => ({ ip: e.ip, port: e.port })),
+    });
+  }
+  return out;
+}
+
+const fingerprint = (sps: Map<string, UdpServicePort>) => JSON.stringify([...sps.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)));
+
+/** Options of {@link ConntrackCleaner}. */
+export interface ConntrackCleanerOptions {
+  families: IPFamily[];
+  state: ClusterState;
+  builder: SnapshotBuilder;
+  table: ConntrackTable;
+  log: SyncLogger;
+  metrics?: ProxyMetrics;
+}
+
+interface FamilyMemory {
+  fingerprint: string;
+  services: Map<string, UdpServicePort>;
+}
+
+/**
+ * Runs the reconciler after syncs. Not re-entrant (the runner never overlaps runs). Per family it remembers the
+ * UDP ServicePorts of the last successful reconcile: an unchanged set skips the dump; a ServicePort that
+ * disappeared since is reconciled once with no endpoints, so flows of a deleted Service go too.
+ */
+export class ConntrackCleaner {
+  readonly #o: ConntrackCleanerOptions;
+  readonly #last = new Map<IPFamily, FamilyMemory>();
+  /** Results of the last call (families that were reconciled), for tests. */
+  last: ReconcileResult[] = [];
+
+  constructor(opts: ConntrackCleanerOptions) {
+    this.#o = opts;
+  }
+
+  /**
+   * Call after every successful sync. Reconciles each family whose UDP ServicePorts changed since its last
+   * successful reconcile (always on the first call). Never throws: a failure is logged and the family is retried
+   * after the next sync.
+   */
+  afterSync(): ReconcileResult[] {
+    const { families, state, builder, log } = this.#o;
+    const results: ReconcileResult[] = [];
+    for (const family of families) {
+      let current: Map<string, UdpServicePort>;
+      try {
+        current = udpServicePorts(state, builder, family);
+      } catch (err) {
+        log.error({ family, err: (err as Error).message }, 'conntrack reconcile: cannot compute the UDP services');
+        continue;
+      }
+      const fp = fingerprint(current);
+      const prev = this.#last.get(family);
+      if (prev && prev.fingerprint === fp) continue;
+      // Deleted ServicePorts first (no endpoints), then the live ones, which win where they share a frontend.
+      const gone = prev ? [...prev.services].filter(([k]) => !current.has(k)).map(([, sp]) => ({ ...sp, servingEndpoints: [] })) : [];
+      try {
+        const r = this.reconcile(family, [...gone, ...current.values()]);
+        results.push(r);
+        this.#last.set(family, { fingerprint: fp, services: current });
+      } catch (err) {
+        log.error({ family, err: (err as Error).message }, 'conntrack reconcile failed; it is retried after the next sync');
+      }
+    }
+    this.last = results;
+    return results;
+  }
+
+  /**
+   * One reconcile of `family` against `services`: dump UDP flows (kernel-filtered), pick the stale ones, delete
+   * them by tuple and CTA_ID.
+   * @throws the dump's or the delete's socket error.
+   */
+  reconcile(family: IPFamily, services: readonly UdpServicePort[]): ReconcileResult {
+    const { table, log, metrics } = this.#o;
+    const t0 = performance.now();
+    const flows = table.dump(CT_FAMILY[family], { orig: { proto: IPPROTO.UDP } });
+    const byId = new Map<number, CtFlow>();
+    const view: ConntrackFlow[] = flows.map((f) => {
+      byId.set(f.id, f);
+      return {
+        proto: f.orig.proto, origSrc: f.orig.src, origDst: f.orig.dst, origSport: f.orig.sport, origDport: f.orig.dport,
+        replySrc: f.reply.src, replySport: f.reply.sport, id: f.id, zone: f.zone,
+      };
+    });
+    const stale = staleFlows(view, indexUdpServices(services));
+    let del: DeleteResult = { deleted: 0, missing: 0, failed: [] };
+    if (stale.length > 0) {
+      del = table.deleteFlows(stale.map((s) => { const f = byId.get(s.id)!; return { family: f.family, orig: f.orig, id: f.id, zone: f.zone }; }));
+    }
+    const ms = performance.now() - t0;
+    metrics?.conntrackReconcilerSyncDuration.observe({ ip_family: family }, ms / 1000);
+    if (del.deleted > 0) metrics?.conntrackReconcilerDeletedEntriesTotal.inc({ ip_family: family }, del.deleted);
+    const r: ReconcileResult = { family, udpFlows: flows.length, stale: stale.length, deleted: del.deleted, missing: del.missing, failed: del.failed.length, ms: Math.round(ms * 100) / 100 };
+    if (del.failed.length) log.warn({ family, failed: del.failed.slice(0, 5) }, 'conntrack reconcile: some deletes failed');
+    if (r.stale > 0) {
+      log.info({ ...r, flows: stale.slice(0, 10).map((f) => `${f.origSrc}:${f.origSport} -> ${f.origDst}:${f.origDport} (reply from ${f.replySrc}:${f.replySport})`) }, 'conntrack reconciled: stale UDP flows deleted');
+    } else {
+      log.info(r, 'conntrack reconciled');
+    }
+    return r;
+  }
+}
