@@ -27,7 +27,7 @@ import { BoundedFrequencyRunner, systemClock } from './runner.ts';
 import { createProxyMetrics } from './metrics.ts';
 import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
 import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
-import { applySysctls, conntrackTargets } from './sysctls.ts';
+import { conntrackStartup, openConntrackCleanup } from './conntrack.ts';
 
 const VERSION = (JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -146,20 +146,14 @@ async function cmdCleanup(cfg: Config, kubeProxy: boolean, log: Logger): Promise
   return failed ? 1 : 0;
 }
 
-function cmdInitOnly(cfg: Config, log: Logger): number {
-  const c = cfg.conntrack;
-  const targets = conntrackTargets({
-    maxPerCore: c.maxPerCore, min: c.min, tcpEstablishedTimeoutMs: c.tcpEstablishedTimeout, tcpCloseWaitTimeoutMs: c.tcpCloseWaitTimeout,
-    tcpBeLiberal: c.tcpBeLiberal, udpTimeoutMs: c.udpTimeout, udpStreamTimeoutMs: c.udpStreamTimeout,
-  }, availableParallelism());
-  const out = applySysctls({ readFile: (p) => readFileSync(p, 'utf8'), writeFile: (p, d) => writeFileSync(p, d) }, targets,
-    (msg, path) => log.warn({ path }, msg));
-  for (const o of out) log.info(o, 'conntrack sysctl');
+async function cmdInitOnly(cfg: Config, nodeName: string, log: Logger): Promise<number> {
+  await conntrackStartup(cfg, nodeName, log);
   return 0;
 }
 
 async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<number> {
   const families = familiesOf(cfg, log);
+  await conntrackStartup(cfg, nodeName, log);
   const metrics = createProxyMetrics();
   const health = new ProxyHealth(systemClock, 2 * cfg.nftables.syncPeriod);
   const state = new ClusterState(nodeName, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid object'));
@@ -167,7 +161,8 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<numbe
   const sock = NftSocket.open();
   const syncer = new Syncer({ families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health });
   log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
-  const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); }, {
+  const conntrack = openConntrackCleanup({ families, state, builder, log, metrics });
+  const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); conntrack.afterSync(); }, {
     minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
     clock: systemClock, onError: () => {},
   });
@@ -237,6 +232,7 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<numbe
     process.once('SIGINT', () => stop('SIGINT'));
   });
   sock.close();
+  conntrack.close();
   return 0;
 }
 
@@ -275,7 +271,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'render': return cmdRender(cfg, nodeName);
     case 'apply': return cmdApply(cfg, nodeName, log);
     case 'cleanup': return cmdCleanup(cfg, !!values['kube-proxy'], log);
-    default: return values['init-only'] ? cmdInitOnly(cfg, log) : cmdRun(cfg, nodeName, log);
+    default: return values['init-only'] ? cmdInitOnly(cfg, nodeName, log) : cmdRun(cfg, nodeName, log);
   }
 }
 

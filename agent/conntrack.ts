@@ -9,9 +9,15 @@
  * Restarting the agent deletes no valid flow (upstream #122740): a reconcile only deletes flows whose reply source
  * is not a serving endpoint of the frontend they were sent to, whatever the agent saw before.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { CoreV1Api } from '@kubernetes/client-node';
+import type { Config } from '../config-schema/config.ts';
 import type { CtDeleteSpec, CtDumpFilter, CtFamily, CtFlow } from '../netlink/ctnetlink.ts';
 import { IPPROTO } from '../netlink/ctnetlink.ts';
-import type { DeleteResult } from '../netlink/ct-socket.ts';
+import { ConntrackSocket, type DeleteResult } from '../netlink/ct-socket.ts';
+import { loadKubeConfig } from './kube-source.ts';
+import { READ_ONLY_SYSFS_EVENT, setupConntrackSysctls, type SysctlFs, type SysctlOutcome } from './sysctls.ts';
 import type { ClusterState } from './cluster-state.ts';
 import { indexUdpServices, staleFlows, type ConntrackFlow, type UdpServicePort } from './conntrack-reconciler.ts';
 import type { ProxyMetrics } from './metrics.ts';
@@ -161,4 +167,59 @@ export class ConntrackCleaner {
     }
     return r;
   }
+}
+
+/** The real /proc and /sys. */
+export const procFs: SysctlFs = { readFile: (p) => readFileSync(p, 'utf8'), writeFile: (p, d) => writeFileSync(p, d) };
+
+/**
+ * The privileged startup step of `nftproxy run` and `nftproxy run --init-only`: the conntrack sysctls of the
+ * config (agent/sysctls.ts). When a value is read-only and that matters, the warning is logged and, with the
+ * Kubernetes source, posted as a Warning event on the Node (reason readOnlySysFS), as upstream does.
+ * @throws Error naming the path and the errno for any other failure (startup must stop).
+ */
+export async function conntrackStartup(cfg: Config, nodeName: string, log: SyncLogger, fs: SysctlFs = procFs, numCPU = availableParallelism()): Promise<SysctlOutcome[]> {
+  let readOnly: string | null = null;
+  const out = setupConntrackSysctls(cfg.conntrack, numCPU, fs, log, (m) => { readOnly = m; });
+  if (readOnly !== null && cfg.source.type === 'kubernetes') {
+    const err = await postNodeWarning(cfg, nodeName, READ_ONLY_SYSFS_EVENT.reason, readOnly, new Date());
+    if (err) log.warn({ err: err.message }, 'cannot post the readOnlySysFS event');
+  }
+  return out;
+}
+
+async function postNodeWarning(cfg: Config, nodeName: string, reason: string, message: string, now: Date): Promise<Error | null> {
+  try {
+    const core = loadKubeConfig(cfg.clientConnection.kubeconfig).makeApiClient(CoreV1Api);
+    await core.createNamespacedEvent({
+      namespace: 'default',
+      body: {
+        metadata: { generateName: `${nodeName}.` },
+        involvedObject: { kind: 'Node', name: nodeName, uid: nodeName },
+        reason, message, type: 'Warning',
+        source: { component: 'kube-proxy', host: nodeName },
+        firstTimestamp: now, lastTimestamp: now, count: 1,
+        reportingComponent: 'kube-proxy', reportingInstance: nodeName,
+      },
+    });
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
+/**
+ * Opens the ctnetlink socket and returns the cleaner to call after each successful sync, and `close`. When the
+ * socket cannot be opened, cleanup is disabled with an error in the log (the proxy itself keeps working).
+ */
+export function openConntrackCleanup(opts: Omit<ConntrackCleanerOptions, 'table'>): { afterSync(): void; close(): void } {
+  let sock: ConntrackSocket;
+  try {
+    sock = ConntrackSocket.open();
+  } catch (err) {
+    opts.log.error({ err: (err as Error).message }, 'cannot open the conntrack netlink socket; stale UDP flows will not be cleaned');
+    return { afterSync() {}, close() {} };
+  }
+  const cleaner = new ConntrackCleaner({ ...opts, table: sock });
+  return { afterSync: () => { cleaner.afterSync(); }, close: () => sock.close() };
 }
