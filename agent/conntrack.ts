@@ -157,7 +157,7 @@ export class ConntrackCleaner {
     }
     const ms = performance.now() - t0;
     metrics?.conntrackReconcilerSyncDuration.observe({ ip_family: family }, ms / 1000);
-    if (del.deleted > 0) metrics?.conntrackReconcilerDeletedEntriesTotal.inc({ ip_family: family }, del.deleted);
+    metrics?.conntrackReconcilerDeletedEntriesTotal.inc({ ip_family: family }, del.deleted); // 0 too: the series exists from the first reconcile
     const r: ReconcileResult = { family, udpFlows: flows.length, stale: stale.length, deleted: del.deleted, missing: del.missing, failed: del.failed.length, ms: Math.round(ms * 100) / 100 };
     if (del.failed.length) log.warn({ family, failed: del.failed.slice(0, 5) }, 'conntrack reconcile: some deletes failed');
     if (r.stale > 0) {
