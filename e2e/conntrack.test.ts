@@ -39,8 +39,9 @@ test('stale UDP flows: endpoint moved, other flows untouched, restart deletes no
   assert.deepEqual(o.statsAfterMovePods, ['pod-c']);
   const [statsAfter] = find(o.ctAfterMove, 8125);
   assert.equal(statsAfter.sport, 40125, 'the same sender socket');
-  assert.equal(statsAfter.rsrc, '10.244.1.12');
-  assert.notEqual(statsAfter.id, statsBefore.id, 'a new flow');
+  assert.equal(statsAfter.rsrc, '10.244.1.12', 'a new flow, DNATed to pod-c');
+  // (Its id may equal the old one: the kernel hashes the conn's slab address and original tuple into CTA_ID, and
+  // the freed slot is often reused for the same tuple. The id guards deletes; it is not a flow serial number.)
   // conntrack -L: the other Service's flow and the TCP flow are the very same flows (same ids).
   assert.deepEqual(find(o.ctAfterMove, 53), [dnsBefore]);
   assert.deepEqual(find(o.ctAfterMove, 80, 'tcp'), [tcpBefore]);

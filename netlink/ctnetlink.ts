@@ -272,7 +272,10 @@ export interface CtDeleteSpec {
  * Appends IPCTNL_MSG_CT_DELETE (NLM_F_REQUEST|NLM_F_ACK) for one flow: CTA_TUPLE_ORIG (src, dst, proto, ports),
  * CTA_ID (u32be) and CTA_ZONE (u16be, only when non-zero). The kernel looks the flow up by tuple and zone and
  * deletes it only if its id matches; otherwise it answers ENOENT (net/netfilter/nf_conntrack_netlink.c
- * ctnetlink_del_conntrack), so a tuple reused by a newer flow is never deleted.
+ * ctnetlink_del_conntrack), so a newer flow that reuses the tuple is not deleted. Caveat: the kernel computes the
+ * id as a siphash of the conn's address, master, netns and ORIGINAL tuple (nf_conntrack_core.c nf_ct_get_id),
+ * so a new flow with the same original tuple that lands in the freed slab slot gets the same id (observed in
+ * e2e/conntrack.test.ts); deleting it then costs one re-created flow, which is classified afresh.
  * @throws Error naming the field for a bad address, port, protocol or id.
  */
 export function encodeDelete(w: NetlinkWriter, seq: number, d: CtDeleteSpec): void {
