@@ -69,3 +69,18 @@ test('stale UDP flows: endpoint moved, other flows untouched, restart deletes no
   assert.deepEqual(find(o.ctAfterDelete, 80, 'tcp'), [tcpBefore]);
   assert.deepEqual(o.warnings, [], 'no warnings or errors in the agent log');
 });
+
+test('stale UDP flows in the IPv6 family: the endpoint moves, the same sender reaches the new pod', { skip: skip ?? false, timeout: 90_000 }, () => {
+  const r = runInPrivateWorld(new URL('./world/scenarios/conntrack6.ts', import.meta.url).pathname, [], 80_000);
+  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
+  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  assert.equal(o.error, undefined, o.error);
+  assert.deepEqual(o.before, ['pod-a']);
+  assert.deepEqual(o.ctBefore.map((l: { sport: number; rsrc: string }) => [l.sport, l.rsrc]), [[40125, 'fd00:244:1::10']]);
+  assert.ok(o.firstAtNewEndpointMs !== null && o.firstAtNewEndpointMs <= 2500, `first datagram at pod-c after ${o.firstAtNewEndpointMs} ms`);
+  assert.deepEqual(o.podsAfterMove, ['pod-c']);
+  assert.deepEqual(o.ctAfter.map((l: { sport: number; rsrc: string }) => [l.sport, l.rsrc]), [[40125, 'fd00:244:1::12']], 'conntrack -L -f ipv6');
+  // Only the family whose UDP Services changed was reconciled.
+  assert.deepEqual(o.reconcilesAfterMove, [{ family: 'IPv6', udpFlows: 1, deleted: 1 }]);
+  assert.deepEqual(o.warnings, []);
+});

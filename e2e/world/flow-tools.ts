@@ -1,6 +1,7 @@
 /**
  * Long-lived flows for the conntrack e2e test (scenarios/conntrack.ts). Modes:
  *   sink NAME LOGFILE UDPPORT[,UDPPORT...] [TCPPORT]   append `ms NAME srcip:srcport port payload` per UDP datagram
+ *                                                      (IPv4 and IPv6)
  *                                                      to LOGFILE (never answers: one-way, like statsd); accept TCP
  *                                                      connections on TCPPORT and hold them open.
  *   send HOST PORT SRCPORT INTERVAL_MS COUNT           send datagrams `0`, `1`, ... from ONE source port (statsd-like)
@@ -15,9 +16,12 @@ const [mode, ...args] = process.argv.slice(2);
 if (mode === 'sink') {
   const [name, logFile, udpPorts, tcpPort] = args;
   for (const port of udpPorts.split(',').map(Number)) {
-    const u = createSocket('udp4');
-    u.on('message', (msg, r) => appendFileSync(logFile, `${Date.now()} ${name} ${r.address}:${r.port} ${port} ${msg.toString().trim()}\n`));
-    u.bind(port, '0.0.0.0');
+    for (const type of ['udp4', 'udp6'] as const) {
+      const u = createSocket({ type, ipv6Only: type === 'udp6' });
+      u.on('message', (msg, r) => appendFileSync(logFile, `${Date.now()} ${name} ${r.address}:${r.port} ${port} ${msg.toString().trim()}\n`));
+      u.on('error', (e) => process.stderr.write(`sink ${type}: ${e.message}\n`)); // no IPv6 in this host: IPv4 only
+      u.bind(port, type === 'udp4' ? '0.0.0.0' : '::');
+    }
   }
   if (tcpPort) {
     const held: unknown[] = [];
@@ -26,7 +30,7 @@ if (mode === 'sink') {
   process.stdout.write(`sink ${name} up\n`);
 } else if (mode === 'send') {
   const [host, port, srcPort, intervalMs, count] = args.map((a, i) => (i === 0 ? a : Number(a))) as [string, number, number, number, number];
-  const s = createSocket('udp4');
+  const s = createSocket(host.includes(':') ? 'udp6' : 'udp4');
   s.on('error', (e) => process.stderr.write(`send: ${e.message}\n`));
   s.bind(srcPort, () => {
     let seq = 0;
