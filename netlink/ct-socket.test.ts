@@ -37,6 +37,9 @@ test('ConntrackSocket against the kernel: filtered dumps (IPv4, IPv6), deletes b
     assert.ok(o[`after_${fam}`].includes(`17 ${stats}:8125 -> ${ep2}:8125`), `${fam}: the flow with the wrong id survived`);
   }
   assert.ok(o.after_ipv4.some((l: string) => l.startsWith('6 ')), 'TCP untouched');
+  assert.deepEqual(o.manyCreated, { created: 300, failed: [] });
+  assert.deepEqual(o.createAgain, { created: 0, failed: [{ index: 0, errno: 17 }, { index: 1, errno: 17 }] }, 'EEXIST');
+  assert.equal(o.manyListedByTool, 300, 'conntrack -L sees the flows we created');
   assert.equal(o.manyDumped, 300);
   assert.deepEqual(o.manyDeleted, { deleted: 300, missing: 0, failed: [] });
   assert.equal(o.manyLeft, 0);

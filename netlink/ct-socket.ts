@@ -16,8 +16,8 @@ import koffi from 'koffi';
 import { NetlinkWriter } from './attrs.ts';
 import { NLMSG, NLM_F, errnoText, parseError, parseMessages, type NetlinkMessage } from './message.ts';
 import {
-  IPCTNL_MSG, ctAddrBytes, ctAddrText, ctType, decodeFlow, encodeDelete, encodeDumpRequest,
-  type CtDeleteSpec, type CtDumpFilter, type CtFamily, type CtFlow, type CtTuple, type CtTupleFilter,
+  IPCTNL_MSG, ctAddrBytes, ctAddrText, ctType, decodeFlow, encodeCreate, encodeDelete, encodeDumpRequest,
+  type CtCreateSpec, type CtDeleteSpec, type CtDumpFilter, type CtFamily, type CtFlow, type CtTuple, type CtTupleFilter,
 } from './ctnetlink.ts';
 
 const AF_NETLINK = 16;
@@ -227,7 +227,27 @@ export class ConntrackSocket {
    * @throws Error naming the field of a malformed spec; ConntrackSocketError for a socket failure.
    */
   deleteFlows(specs: readonly CtDeleteSpec[]): DeleteResult {
-    const result: DeleteResult = { deleted: 0, missing: 0, failed: [] };
+    const r = this.#acked(specs, encodeDelete, 'IPCTNL_MSG_CT_DELETE');
+    const result: DeleteResult = { deleted: r.ok, missing: r.unknown, failed: [] };
+    for (const f of r.failed) {
+      if (f.errno === ENOENT) result.missing++;
+      else result.failed.push(f);
+    }
+    return result;
+  }
+
+  /**
+   * Creates flows (tests and benchmarks), packed and acknowledged like {@link deleteFlows}.
+   * @returns how many were created, and the failures (EEXIST: the tuple is taken).
+   */
+  createFlows(specs: readonly CtCreateSpec[]): { created: number; failed: Array<{ index: number; errno: number }> } {
+    const r = this.#acked(specs, encodeCreate, 'IPCTNL_MSG_CT_NEW');
+    return { created: r.ok, failed: r.failed };
+  }
+
+  /** Sends one acknowledged message per spec, in datagrams of at most `deleteChunkBytes`, and tallies the acks. */
+  #acked<T>(specs: readonly T[], encode: (w: NetlinkWriter, seq: number, spec: T) => void, what: string): { ok: number; unknown: number; failed: Array<{ index: number; errno: number }> } {
+    const result = { ok: 0, unknown: 0, failed: [] as Array<{ index: number; errno: number }> };
     let i = 0;
     while (i < specs.length) {
       const w = new NetlinkWriter(Math.min(this.#chunk, 1 << 16));
@@ -235,20 +255,20 @@ export class ConntrackSocket {
       while (i < specs.length) {
         const before = w.pos;
         const seq = this.#nextSeq();
-        encodeDelete(w, seq, specs[i]);
+        encode(w, seq, specs[i]);
         if (w.pos > this.#chunk && bySeq.size > 0) { w.pos = before; break; }
         bySeq.set(seq, i);
         i++;
       }
-      this.#send(Buffer.from(w.bytes()), `send(${bySeq.size} x IPCTNL_MSG_CT_DELETE)`);
+      this.#send(Buffer.from(w.bytes()), `send(${bySeq.size} x ${what})`);
       let pending = bySeq.size;
       while (pending > 0) {
         let msgs: NetlinkMessage[];
         try {
           msgs = this.#recv();
         } catch (err) {
-          // ENOBUFS: acks were dropped; the deletes themselves were processed. Count the unknown ones as missing.
-          if (err instanceof ConntrackSocketError && err.errno === ENOBUFS) { result.missing += pending; break; }
+          // ENOBUFS: acks were dropped; the requests themselves were processed. Their outcome is unknown.
+          if (err instanceof ConntrackSocketError && err.errno === ENOBUFS) { result.unknown += pending; break; }
           throw err;
         }
         for (const m of msgs) {
@@ -258,8 +278,7 @@ export class ConntrackSocket {
           bySeq.delete(m.seq);
           pending--;
           const e = parseError(m);
-          if (e.error === 0) result.deleted++;
-          else if (-e.error === ENOENT) result.missing++;
+          if (e.error === 0) result.ok++;
           else result.failed.push({ index, errno: -e.error });
         }
       }

@@ -45,8 +45,15 @@ try {
     out[`after_${fam}`] = brief(sock.dump(fam));
   }
   // Many deletes in several datagrams: 300 flows, 4 KiB chunks.
-  for (let i = 0; i < 300; i++) ct(['-I', '-p', 'udp', '-s', '10.1.0.1', '-d', '10.96.1.1', '--sport', String(20000 + i), '--dport', '9', '-t', '300']);
   const small = ConntrackSocket.open({ deleteChunkBytes: 4096 });
+  const specs = Array.from({ length: 300 }, (_, i) => ({
+    family: 'ipv4' as const, timeoutSeconds: 300,
+    orig: { src: '10.1.0.1', dst: '10.96.1.1', proto: IPPROTO.UDP, sport: 20000 + i, dport: 9 },
+    reply: { src: '10.96.1.1', dst: '10.1.0.1', proto: IPPROTO.UDP, sport: 9, dport: 20000 + i },
+  }));
+  out.manyCreated = small.createFlows(specs);
+  out.createAgain = small.createFlows(specs.slice(0, 2));
+  out.manyListedByTool = ct(['-L', '-d', '10.96.1.1']).split('\n').filter(Boolean).length;
   const many = small.dump('ipv4', { orig: { dst: '10.96.1.1', proto: IPPROTO.UDP, dport: 9 } });
   out.manyDumped = many.length;
   out.manyDeleted = small.deleteFlows(many.map((f) => ({ family: 'ipv4' as const, orig: f.orig, id: f.id })));

@@ -27,3 +27,6 @@ run delete6 conntrack -D -f ipv6 -p udp -s fd00::1
 #       m=re.match(r"^ \| [0-9a-f]{5}  (.{48})",line)
 #       if m and ev is not None: ev['hex']+=m.group(1).replace(' ','')
 #   json.dump({k:[e for e in v if e['hex']] for k,v in out.items()},sys.stdout,indent=1)
+# create4 (captured on its own, in a fresh netns):
+#   strace -e trace=sendto -e write=3 conntrack -I -p udp -s 10.0.0.1 -d 10.96.0.10 --sport 40000 --dport 53 \
+#     -r 10.244.1.2 -q 10.0.0.1 --reply-port-src 5353 --reply-port-dst 40000 -t 100
