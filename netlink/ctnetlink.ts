@@ -297,6 +297,8 @@ export interface CtCreateSpec {
   reply: CtTuple;
   timeoutSeconds: number;
   status?: number;
+  /** TCP only: CTA_PROTOINFO_TCP_STATE (linux/netfilter/nf_conntrack_tcp.h: 3 = ESTABLISHED); the kernel needs it. */
+  tcpState?: number;
 }
 
 /**
@@ -310,6 +312,13 @@ export function encodeCreate(w: NetlinkWriter, seq: number, c: CtCreateSpec): vo
   writeTuple(w, CTA.TUPLE_REPLY, c.family, c.reply, 'reply');
   if (c.status !== undefined) w.attrU32be(CTA.STATUS, checkU32(c.status, 'status'));
   w.attrU32be(CTA.TIMEOUT, checkU32(c.timeoutSeconds, 'timeoutSeconds'));
+  if (c.tcpState !== undefined) {
+    const pi = w.nest(CTA.PROTOINFO);
+    const tcp = w.nest(1); // CTA_PROTOINFO_TCP
+    w.attrU8(1, c.tcpState); // CTA_PROTOINFO_TCP_STATE
+    w.end(tcp);
+    w.end(pi);
+  }
   endMessage(w, s);
 }
 

@@ -5,7 +5,7 @@
 # The hex dumps of strace (-e write=3,4 -e read=3,4) are turned into hex strings by the python snippet at the end
 # (python3 cap-to-json < cap.txt).
 set -e
-[ "$(readlink /proc/self/ns/net)" != "$(readlink /proc/1/ns/net)" ] || { echo "run me under unshare -n" >&2; exit 1; }
+[ "$(ip -o link show | wc -l)" = 1 ] || { echo "run me under unshare -n (a fresh network namespace has only lo)" >&2; exit 1; }
 conntrack -I -p udp -s 10.0.0.1 -d 10.96.0.10 --sport 40000 --dport 53 -r 10.244.1.2 -q 10.0.0.1 --reply-port-src 5353 --reply-port-dst 40000 -t 100 -u SEEN_REPLY >/dev/null 2>&1
 conntrack -I -p tcp -s 10.0.0.1 -d 10.96.0.10 --sport 40001 --dport 80 -r 10.244.1.3 -q 10.0.0.1 --reply-port-src 8080 --reply-port-dst 40001 --state ESTABLISHED -t 100 -u SEEN_REPLY,ASSURED >/dev/null 2>&1
 conntrack -I -p udp -s 10.0.0.2 -d 10.96.0.11 --sport 41000 --dport 8125 -t 100 -w 7 -m 42 >/dev/null 2>&1
