@@ -56,8 +56,8 @@ function setup() {
   const builder = new SnapshotBuilder(cfg, () => {});
   const table = new FakeTable();
   const metrics = createProxyMetrics({ processMetrics: false });
-  const sync = () => builder.invalidate(state.checkout()); // what the syncer does before building
-  const cleaner = () => new ConntrackCleaner({ families: ['IPv4'], state, builder, table, log, metrics });
+  const sync = () => builder.invalidate(state.checkout()); // what the syncer does before it builds and commits
+  const cleaner = () => new ConntrackCleaner({ families: ['IPv4'], state, table, log, metrics });
   state.upsert('Service', svc('stats', '10.96.0.50', 8125));
   state.upsert('EndpointSlice', slice('stats', [{ ip: '10.244.1.10' }], 8125));
   state.upsert('Service', svc('dns', '10.96.0.20', 53, 'UDP', { nodePort: 30053 }));
@@ -81,8 +81,7 @@ test('serving endpoints: ready or serving-terminating, never not-serving; TCP Se
   const { state, sync } = setup();
   state.upsert('EndpointSlice', slice('dns', [{ ip: '10.244.1.10' }, { ip: '10.244.1.11', ready: false, serving: true, terminating: true }, { ip: '10.244.1.12', ready: false, serving: false }], 5353));
   sync();
-  const cfg = ConfigSchema.parse({ clusterCIDR: '10.244.0.0/16', ipFamilies: ['IPv4'], source: { type: 'file', path: 'x' } });
-  const sps = udpServicePorts(state, new SnapshotBuilder(cfg, () => {}), 'IPv4');
+  const sps = udpServicePorts(state, 'IPv4');
   assert.deepEqual([...sps.keys()].sort(), ['default/dns:p/UDP', 'default/stats:p/UDP'], 'TCP Services are not listed');
   assert.deepEqual(sps.get('default/dns:p/UDP'), {
     frontends: [{ ip: '10.96.0.20', port: 53 }], nodePort: 30053,

@@ -21,7 +21,8 @@ import { READ_ONLY_SYSFS_EVENT, setupConntrackSysctls, type SysctlFs, type Sysct
 import type { ClusterState } from './cluster-state.ts';
 import { indexUdpServices, staleFlows, type ConntrackFlow, type UdpServicePort } from './conntrack-reconciler.ts';
 import type { ProxyMetrics } from './metrics.ts';
-import { collectEndpoints, type IPFamily, type SnapshotBuilder } from './snapshot.ts';
+import { canonicalAddr, isIPv4, isIPv6 } from '../rules/addr.ts';
+import { collectEndpoints, type IPFamily } from './snapshot.ts';
 import type { SyncLogger } from './syncer.ts';
 
 /** What the cleaner needs of the conntrack table (netlink/ct-socket.ts ConntrackSocket fits; tests use a fake). */
@@ -48,22 +49,38 @@ const TABLE_FAMILY = { IPv4: 'ip', IPv6: 'ip6' } as const;
 
 /**
  * The UDP ServicePorts of `family` as the reconciler sees them: frontends (ClusterIP, ExternalIPs and LoadBalancer
- * VIPs, each with the service port), the NodePort, and EVERY serving endpoint (ready or serving-terminating,
- * whatever the traffic policy or topology: upstream's `IsServing()`), keyed by `ns/name:port/UDP`.
+ * VIPs with ipMode VIP or unset, each with the service port), the NodePort (NodePort and LoadBalancer Services),
+ * and EVERY serving endpoint (ready or serving-terminating, whatever the traffic policy or topology: upstream's
+ * `IsServing()`), keyed by `ns/name:port/UDP`. Built from the cluster state the syncer just programmed, the same
+ * way agent/snapshot.ts builds ServicePorts; Services without a UDP port cost one check, so a sync of a large
+ * TCP-only cluster pays ~1 ms here. Addresses are canonical (rules/addr.ts), like the flows' (netlink/ctnetlink.ts).
  */
-export function udpServicePorts(state: ClusterState, builder: SnapshotBuilder, family: IPFamily): Map<string, UdpServicePort> {
+export function udpServicePorts(state: ClusterState, family: IPFamily): Map<string, UdpServicePort> {
   const out = new Map<string, UdpServicePort>();
-  const snapshot = builder.build(state, family);
-  for (const sp of snapshot.servicePorts) {
-    if (sp.protocol !== 'UDP') continue;
-    const svcKey = `${sp.namespace}/${sp.name}`;
-    const slices = [...(state.slicesByService.get(svcKey) ?? [])].map((k) => state.slices.get(k)).filter((s) => s !== undefined && s.addressType === family);
-    const endpoints = collectEndpoints(slices as NonNullable<(typeof slices)[number]>[], sp.portName, 'UDP', state.nodeName, TABLE_FAMILY[family], () => {});
-    out.set(`${svcKey}:${sp.portName}/UDP`, {
-      frontends: [sp.clusterIP, ...sp.externalIPs, ...sp.loadBalancerIPs].map((ip) => ({ ip, port: sp.port })),
-      nodePort: sp.nodePort,
-      servingEndpoints: endpoints.filter((e) => e.serving).map((e) => ({ ip: e.ip, port: e.port })),
-    });
+  const tf = TABLE_FAMILY[family];
+  const canon = (ips: readonly (string | undefined)[]) => ips.flatMap((ip) => {
+    if (!ip || (family === 'IPv4' ? !isIPv4(ip) : !isIPv6(ip))) return [];
+    return [canonicalAddr(tf, ip)];
+  });
+  for (const [svcKey, svc] of state.services) {
+    const spec = svc.spec;
+    if (!spec.ports.some((p) => p.protocol === 'UDP')) continue;
+    const clusterIPs = canon(spec.clusterIPs?.length ? spec.clusterIPs : [spec.clusterIP]);
+    if (clusterIPs.length === 0) continue;
+    const ips = [clusterIPs[0], ...canon(spec.externalIPs ?? []),
+      ...canon((svc.status?.loadBalancer?.ingress ?? []).filter((i) => i.ipMode === undefined || i.ipMode === 'VIP').map((i) => i.ip))];
+    const slices = [...(state.slicesByService.get(svcKey) ?? [])].flatMap((k) => { const s = state.slices.get(k); return s && s.addressType === family ? [s] : []; });
+    const withNodePort = spec.type === 'NodePort' || spec.type === 'LoadBalancer';
+    for (const p of spec.ports) {
+      if (p.protocol !== 'UDP') continue;
+      const portName = p.name ?? '';
+      const endpoints = collectEndpoints(slices, portName, 'UDP', state.nodeName, tf, () => {});
+      out.set(`${svcKey}:${portName}/UDP`, {
+        frontends: ips.map((ip) => ({ ip, port: p.port })),
+        nodePort: withNodePort ? p.nodePort ?? 0 : 0,
+        servingEndpoints: endpoints.filter((e) => e.serving).map((e) => ({ ip: e.ip, port: e.port })),
+      });
+    }
   }
   return out;
 }
@@ -74,7 +91,6 @@ const fingerprint = (sps: Map<string, UdpServicePort>) => JSON.stringify([...sps
 export interface ConntrackCleanerOptions {
   families: IPFamily[];
   state: ClusterState;
-  builder: SnapshotBuilder;
   table: ConntrackTable;
   log: SyncLogger;
   metrics?: ProxyMetrics;
@@ -106,12 +122,12 @@ export class ConntrackCleaner {
    * after the next sync.
    */
   afterSync(): ReconcileResult[] {
-    const { families, state, builder, log } = this.#o;
+    const { families, state, log } = this.#o;
     const results: ReconcileResult[] = [];
     for (const family of families) {
       let current: Map<string, UdpServicePort>;
       try {
-        current = udpServicePorts(state, builder, family);
+        current = udpServicePorts(state, family);
       } catch (err) {
         log.error({ family, err: (err as Error).message }, 'conntrack reconcile: cannot compute the UDP services');
         continue;
