@@ -162,7 +162,7 @@ async function cmdRun(cfg: Config, nodeName: string, log: Logger): Promise<numbe
   const syncer = new Syncer({ families, state, builder, sender: sock, now: () => Date.now(), log, metrics, health });
   log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
   const conntrack = openConntrackCleanup({ families, state, log, metrics });
-  const runner = new BoundedFrequencyRunner(async () => { await syncer.sync(); conntrack.afterSync(); }, {
+  const runner = new BoundedFrequencyRunner(async () => { conntrack.beforeSync(); await syncer.sync(); conntrack.afterSync(); }, {
     minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
     clock: systemClock, onError: () => {},
   });

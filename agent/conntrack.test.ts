@@ -165,3 +165,16 @@ test('a failed dump is logged and retried after the next sync', () => {
   sync();
   assert.equal(c.afterSync()[0].deleted, 1);
 });
+
+test('a change that arrives while a sync is in flight waits for the next sync, whose rules have it', () => {
+  const { state, table, sync, cleaner, flows } = setup();
+  const c = cleaner();
+  c.afterSync();
+  c.beforeSync(); // the runner: right before syncer.sync()
+  state.upsert('EndpointSlice', slice('stats', [{ ip: '10.244.1.11' }], 8125)); // arrives during the batch
+  assert.deepEqual(c.afterSync(), [], 'the kernel does not have the change yet: nothing to reconcile');
+  assert.ok(table.ids().includes(flows.stats.id));
+  sync();
+  c.beforeSync();
+  assert.equal(c.afterSync()[0].deleted, 1, 'the next sync programs it, and its reconcile deletes the flow');
+});

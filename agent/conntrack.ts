@@ -6,6 +6,8 @@
  * agent/conntrack-reconciler.ts and deleted by original tuple and CTA_ID, so a tuple that a new flow reuses
  * in between is never deleted.
  *
+ * The runner calls `beforeSync()` right before each sync and `afterSync()` after each successful one.
+ *
  * Restarting the agent deletes no valid flow (upstream #122740): a reconcile only deletes flows whose reply source
  * is not a serving endpoint of the frontend they were sent to, whatever the agent saw before.
  */
@@ -109,6 +111,7 @@ interface FamilyMemory {
 export class ConntrackCleaner {
   readonly #o: ConntrackCleanerOptions;
   readonly #last = new Map<IPFamily, FamilyMemory>();
+  #view: Map<IPFamily, Map<string, UdpServicePort>> | null = null;
   /** Results of the last call (families that were reconciled), for tests. */
   last: ReconcileResult[] = [];
 
@@ -117,21 +120,37 @@ export class ConntrackCleaner {
   }
 
   /**
-   * Call after every successful sync. Reconciles each family whose UDP ServicePorts changed since its last
-   * successful reconcile (always on the first call). Never throws: a failure is logged and the family is retried
-   * after the next sync.
+   * Call right before the syncer starts: captures the UDP ServicePorts of the state the sync is about to program.
+   * The syncer checks the state out synchronously at its start, so nothing can change in between; a change that
+   * arrives while the batch is in flight is left for the next sync (and its reconcile), instead of being
+   * reconciled against rules that do not have it yet.
+   */
+  beforeSync(): void {
+    const view = new Map<IPFamily, Map<string, UdpServicePort>>();
+    for (const family of this.#o.families) {
+      try {
+        view.set(family, udpServicePorts(this.#o.state, family));
+      } catch (err) {
+        this.#o.log.error({ family, err: (err as Error).message }, 'conntrack reconcile: cannot compute the UDP services');
+      }
+    }
+    this.#view = view;
+  }
+
+  /**
+   * Call after every successful sync. Reconciles each family whose UDP ServicePorts (as captured by
+   * {@link beforeSync}, else as they are now) changed since its last successful reconcile (always on the first
+   * call). Never throws: a failure is logged and the family is retried after the next sync.
    */
   afterSync(): ReconcileResult[] {
-    const { families, state, log } = this.#o;
+    const { families, log } = this.#o;
+    if (!this.#view) this.beforeSync();
+    const view = this.#view!;
+    this.#view = null;
     const results: ReconcileResult[] = [];
     for (const family of families) {
-      let current: Map<string, UdpServicePort>;
-      try {
-        current = udpServicePorts(state, family);
-      } catch (err) {
-        log.error({ family, err: (err as Error).message }, 'conntrack reconcile: cannot compute the UDP services');
-        continue;
-      }
+      const current = view.get(family);
+      if (!current) continue;
       const fp = fingerprint(current);
       const prev = this.#last.get(family);
       if (prev && prev.fingerprint === fp) continue;
@@ -228,14 +247,14 @@ async function postNodeWarning(cfg: Config, nodeName: string, reason: string, me
  * Opens the ctnetlink socket and returns the cleaner to call after each successful sync, and `close`. When the
  * socket cannot be opened, cleanup is disabled with an error in the log (the proxy itself keeps working).
  */
-export function openConntrackCleanup(opts: Omit<ConntrackCleanerOptions, 'table'>): { afterSync(): void; close(): void } {
+export function openConntrackCleanup(opts: Omit<ConntrackCleanerOptions, 'table'>): { beforeSync(): void; afterSync(): void; close(): void } {
   let sock: ConntrackSocket;
   try {
     sock = ConntrackSocket.open();
   } catch (err) {
     opts.log.error({ err: (err as Error).message }, 'cannot open the conntrack netlink socket; stale UDP flows will not be cleaned');
-    return { afterSync() {}, close() {} };
+    return { beforeSync() {}, afterSync() {}, close() {} };
   }
   const cleaner = new ConntrackCleaner({ ...opts, table: sock });
-  return { afterSync: () => { cleaner.afterSync(); }, close: () => sock.close() };
+  return { beforeSync: () => cleaner.beforeSync(), afterSync: () => { cleaner.afterSync(); }, close: () => sock.close() };
 }
