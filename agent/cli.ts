@@ -26,7 +26,7 @@ import { readListFile } from './file-source.ts';
 import { SnapshotBuilder, type IPFamily } from './snapshot.ts';
 import { Syncer } from './syncer.ts';
 import { KubeSource, loadKubeConfig } from './kube-source.ts';
-import { applySysctls, conntrackTargets } from './sysctls.ts';
+import { conntrackStartup } from './conntrack.ts';
 import { checkKernel } from './kernel-check.ts';
 import { applyOomScoreAdj } from './oom.ts';
 import { KUBE_PROXY_TABLE, deleteTables, findKubeProxyLeftovers } from './cleanup.ts';
@@ -197,15 +197,8 @@ async function preflight(cfg: Config, sock: NftSocket, families: IPFamily[], log
   return true;
 }
 
-function cmdInitOnly(cfg: Config, log: Logger): number {
-  const c = cfg.conntrack;
-  const targets = conntrackTargets({
-    maxPerCore: c.maxPerCore, min: c.min, tcpEstablishedTimeoutMs: c.tcpEstablishedTimeout, tcpCloseWaitTimeoutMs: c.tcpCloseWaitTimeout,
-    tcpBeLiberal: c.tcpBeLiberal, udpTimeoutMs: c.udpTimeout, udpStreamTimeoutMs: c.udpStreamTimeout,
-  }, availableParallelism());
-  const out = applySysctls({ readFile: (p) => readFileSync(p, 'utf8'), writeFile: (p, d) => writeFileSync(p, d) }, targets,
-    (msg, path) => log.warn({ path }, msg));
-  for (const o of out) log.info(o, 'conntrack sysctl');
+async function cmdInitOnly(cfg: Config, nodeName: string, log: Logger): Promise<number> {
+  await conntrackStartup(cfg, nodeName, log);
   return 0;
 }
 
@@ -261,7 +254,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'apply': return cmdApply(cfg, nodeName, log);
     case 'cleanup': return cmdCleanup(cfg, !!values['kube-proxy'], log);
     case 'check': return cmdCheck(cfg, log);
-    default: return values['init-only'] ? cmdInitOnly(cfg, log) : runAgent(cfg, nodeName, log, {
+    default: return values['init-only'] ? cmdInitOnly(cfg, nodeName, log) : runAgent(cfg, nodeName, log, {
       configFile: { path: values.config, text: configText },
       preflight: (sock, families) => preflight(cfg, sock, families, log),
     });

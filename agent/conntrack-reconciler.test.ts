@@ -36,8 +36,20 @@ test('TCP flows and flows of other services are untouched', () => {
   assert.equal(staleFlows([flow('10.96.0.99', 53, '10.244.1.3', 5353)], idx).length, 0);
 });
 
-test('a ServicePort without serving endpoints is skipped, so its rejected flows survive until endpoints appear', () => {
-  const rejected = flow('10.96.0.10', 53, '10.96.0.10', 53); // unreplied: reply source is the service IP
-  assert.equal(staleFlows([rejected], indexUdpServices([{ ...dns, servingEndpoints: [] }])).length, 0);
-  assert.equal(staleFlows([rejected], indexUdpServices([dns])).length, 1, 'scale back up: the black-hole flow goes');
+test('scale to zero: flows to the endpoints that were there go (upstream #139628 / PR #139629)', () => {
+  const toDeadPod = flow('10.96.0.10', 53, '10.244.1.2', 5353);
+  const viaNodePort = flow('172.18.0.2', 30053, '10.244.1.2', 5353, 17, 2);
+  assert.deepEqual(staleFlows([toDeadPod, viaNodePort], indexUdpServices([{ ...dns, servingEndpoints: [] }])).map((f) => f.id), [1, 2]);
+});
+
+test('scale back up: a flow created while nothing served (reply source = the service IP) goes', () => {
+  const blackHole = flow('10.96.0.10', 53, '10.96.0.10', 53);
+  assert.equal(staleFlows([blackHole], indexUdpServices([dns])).length, 1);
+});
+
+test('a deleted Service listed first with no endpoints; a live ServicePort reusing its frontend wins', () => {
+  const gone = { frontends: [{ ip: '10.96.0.10', port: 53 }], nodePort: 30053, servingEndpoints: [] };
+  const live = flow('10.96.0.10', 53, '10.244.1.2', 5353);
+  assert.equal(staleFlows([live], indexUdpServices([gone])).length, 1, 'alone, the deleted Service takes its flows along');
+  assert.equal(staleFlows([live], indexUdpServices([gone, dns])).length, 0, 'the live one has the last word');
 });

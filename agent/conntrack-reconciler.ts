@@ -3,14 +3,16 @@
  * `pkg/proxy/conntrack/cleanup.go`, 1.33+; reference kube-proxy-nftables.md §6.2). Pure: the agent dumps UDP flows
  * over ctnetlink (kernel-filtered), asks this module which to delete, and deletes them by tuple and CTA_ID.
  *
- * For every UDP ServicePort with at least one serving endpoint (serving ignores traffic policy, topology and
- * terminating state, so UDP behaves like TCP):
+ * For every UDP ServicePort (serving ignores traffic policy, topology and terminating state, so UDP behaves like TCP):
  * - a flow whose original destination `ip:port` is a frontend (ClusterIP, ExternalIP or LoadBalancer IP with the
  *   service port) and whose reply source `ip:port` is not one of its serving endpoints is stale;
  * - a flow whose original destination PORT is the NodePort (any IP) and whose reply source is not one of its
  *   serving endpoints is stale.
- * ServicePorts without serving endpoints are skipped, so flows that were rejected while there was nothing to serve
- * survive until endpoints appear (then their reply source, the service IP, is not an endpoint and they go).
+ * A ServicePort WITHOUT serving endpoints is NOT skipped, unlike the 1.32 reconciler: it takes part with an empty
+ * endpoint set, so every flow to it goes (kubernetes PR #139629, fixing #139628: one-way UDP senders kept DNATing
+ * to a deleted pod for 13 hours after a scale to zero). A deleted Service is passed by the caller with an empty
+ * endpoint set for the same reason (PR #141371). Flows created while nothing served (reply source = the service
+ * IP) go too, when endpoints appear or not: their traffic is rejected or re-balanced either way.
  */
 
 /** An address and a port (host order). */
@@ -52,12 +54,15 @@ export interface FrontendIndex {
   byNodePort: Map<number, Set<string>>;
 }
 
-/** Builds the frontend → serving endpoints index; ServicePorts without serving endpoints are left out. */
+/**
+ * Builds the frontend → serving endpoints index. ServicePorts without serving endpoints map to an empty set (every
+ * flow to them is stale). When two entries name the same frontend or NodePort, the later one wins, so callers list
+ * deleted ServicePorts first and live ones after them.
+ */
 export function indexUdpServices(services: readonly UdpServicePort[]): FrontendIndex {
   const byFrontend = new Map<string, Set<string>>();
   const byNodePort = new Map<number, Set<string>>();
   for (const sp of services) {
-    if (sp.servingEndpoints.length === 0) continue;
     const eps = new Set(sp.servingEndpoints.map((e) => key(e.ip, e.port)));
     for (const f of sp.frontends) byFrontend.set(key(f.ip, f.port), eps);
     if (sp.nodePort > 0) byNodePort.set(sp.nodePort, eps);

@@ -34,6 +34,7 @@ import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } 
 import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
 import { contentOf, planAdoption, readTable } from './adopt.ts';
 import { TamperWatcher } from './tamper.ts';
+import { conntrackStartup, openConntrackCleanup } from './conntrack.ts';
 import { ConfigWatcher } from './config-watch.ts';
 import { NodeAddressWatcher } from './node-addresses.ts';
 import { ServiceHealthServers, serviceHealthInfos } from './healthcheck-server.ts';
@@ -110,6 +111,7 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger, op
     return 1;
   };
   const families = familiesOf(cfg, log);
+  await conntrackStartup(cfg, nodeName, log); // conntrack sysctls, as upstream at startup (also `run --init-only`)
   const metrics = createProxyMetrics();
   const health = new ProxyHealth(systemClock, 2 * cfg.nftables.syncPeriod);
   const state = new ClusterState(nodeName, (what, reason) => log.warn({ object: what, reason }, 'skipping invalid object'));
@@ -221,10 +223,14 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger, op
   zone = state.node?.metadata.labels?.[LABEL.zone];
   log.info({ minSyncPeriod: cfg.nftables.minSyncPeriod, syncPeriod: cfg.nftables.syncPeriod, maxSyncPeriod: FULL_SYNC_PERIOD_MS, families, nodeName, table: cfg.tableName }, 'NFTables sync params');
   let inflight: Promise<unknown> | null = null; // the sync in progress, for shutdown
+  // Stale UDP flows are deleted over ctnetlink after each successful sync that touched a UDP ServicePort.
+  const conntrack = openConntrackCleanup({ families, state, log, metrics });
   const runner = new BoundedFrequencyRunner(async () => {
+    conntrack.beforeSync();
     const run = syncer.sync();
     inflight = run.catch(() => {});
     try { await run; } finally { inflight = null; }
+    conntrack.afterSync();
   }, {
     minIntervalMs: cfg.nftables.minSyncPeriod, retryIntervalMs: cfg.nftables.syncPeriod, maxIntervalMs: FULL_SYNC_PERIOD_MS,
     clock: systemClock, onError: () => {},
@@ -352,5 +358,6 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger, op
     watcher?.start();
   });
   sock.close();
+  conntrack.close();
   return 0;
 }
