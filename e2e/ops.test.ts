@@ -21,12 +21,12 @@ test('init-only, kernel check, oomScoreAdj, config watch, cleanup and --cleanup 
   assert.deepEqual(o.check, { status: 0, passed: ['ip', 'ip6'] });
   assert.deepEqual(o.tablesAfterCheck, []);
 
-  // --init-only: the namespace's conntrack sysctls get the config's values (24h, 1h, be_liberal 0) and it exits 0
+  // --init-only: the namespace's conntrack sysctls get the config's values (24h, 1h; tcpBeLiberal false leaves be_liberal as it was, 1: upstream only ever writes 1) and it exits 0
   // without creating any table; another namespace keeps its own values.
   assert.equal(o.initOnly.status, 0);
-  assert.deepEqual(o.initOnly.sysctls, { nf_conntrack_tcp_timeout_established: 86400, nf_conntrack_tcp_timeout_close_wait: 3600, nf_conntrack_tcp_be_liberal: 0 });
+  assert.deepEqual(o.initOnly.sysctls, { nf_conntrack_tcp_timeout_established: 86400, nf_conntrack_tcp_timeout_close_wait: 3600, nf_conntrack_tcp_be_liberal: 1 });
   assert.deepEqual(o.initOnly.other, { nf_conntrack_tcp_timeout_established: 1000, nf_conntrack_tcp_timeout_close_wait: 100, nf_conntrack_tcp_be_liberal: 1 });
-  assert.equal(o.initOnly.written, 3);
+  assert.equal(o.initOnly.written, 2); // the two timeouts; be_liberal is not written when tcpBeLiberal is false
   assert.deepEqual(o.initOnly.tables, []);
 
   // run: the kernel check is logged for both families, oom_score_adj is -999, /livez answers, only our two tables.

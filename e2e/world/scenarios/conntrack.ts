@@ -142,7 +142,7 @@ try {
   obs.reconcileAfterDelete = gone ? reconciles(agent)[1] : null;
   obs.ctAfterDelete = conntrackL();
 
-  obs.warnings = logLines(agent).filter((l) => l.level >= 40).map((l) => l.msg).slice(0, 5);
+  obs.warnings = logLines(agent).filter((l) => l.level >= 40 && !/oom_score_adj/.test(l.msg)).map((l) => l.msg).slice(0, 5);
 } catch (err) {
   obs.error = (err as Error).stack;
 } finally {
