@@ -1,67 +1,20 @@
 /**
- * A NETLINK_NETFILTER socket for ctnetlink (the conntrack table), opened with libc calls through koffi like
- * netlink/socket.ts (which stays the nf_tables socket). Two operations: a kernel-filtered dump and a batch of
+ * A NETLINK_NETFILTER socket for ctnetlink (the conntrack table), over the libc calls of netlink/libc.ts
+ * like netlink/socket.ts (which stays the nf_tables socket). Two operations: a kernel-filtered dump and a batch of
  * deletes by original tuple and CTA_ID.
- *
- * Constants: linux/socket.h (AF_NETLINK 16, SOL_SOCKET 1, SO_RCVBUF 8, SO_RCVBUFFORCE 33), linux/netlink.h
- * (NETLINK_NETFILTER 12, SOL_NETLINK 270, NETLINK_CAP_ACK 10, NETLINK_EXT_ACK 11), bits/socket.h (SOCK_RAW 3,
- * SOCK_CLOEXEC 0o2000000, MSG_DONTWAIT 0x40), poll.h (POLLIN 1), asm-generic/errno*.h.
  *
  * A netlink dump is paced by the reader: the kernel fills the next datagram only when we read the previous one,
  * so a dump cannot overflow the receive buffer. Deletes are many IPCTNL_MSG_CT_DELETE messages packed into one
  * datagram (nfnetlink processes every message of a datagram in turn, netlink_rcv_skb), each with NLM_F_ACK, so
  * every delete gets its own verdict: 0, or ENOENT when the flow is gone or its id no longer matches.
  */
-import koffi from 'koffi';
+import { AF_NETLINK, SOCK_RAW, SOCK_CLOEXEC, NETLINK_NETFILTER, SOL_SOCKET, SO_RCVBUF, SO_RCVBUFFORCE, SOL_NETLINK, NETLINK_CAP_ACK, NETLINK_EXT_ACK, MSG_DONTWAIT, POLLIN, EAGAIN, EINTR, ENOENT, ENOBUFS, ETIMEDOUT, loadLibc, type Libc } from './libc.ts';
 import { NetlinkWriter } from './attrs.ts';
 import { NLMSG, NLM_F, errnoText, parseError, parseMessages, type NetlinkMessage } from './message.ts';
 import {
   IPCTNL_MSG, ctAddrBytes, ctAddrText, ctType, decodeFlow, encodeCreate, encodeDelete, encodeDumpRequest,
   type CtCreateSpec, type CtDeleteSpec, type CtDumpFilter, type CtFamily, type CtFlow, type CtTuple, type CtTupleFilter,
 } from './ctnetlink.ts';
-
-const AF_NETLINK = 16;
-const SOCK_RAW = 3;
-const SOCK_CLOEXEC = 0o2000000;
-const NETLINK_NETFILTER = 12;
-const SOL_SOCKET = 1;
-const SO_RCVBUF = 8;
-const SO_RCVBUFFORCE = 33;
-const SOL_NETLINK = 270;
-const NETLINK_CAP_ACK = 10;
-const NETLINK_EXT_ACK = 11;
-const MSG_DONTWAIT = 0x40;
-const POLLIN = 1;
-const EAGAIN = 11;
-const EINTR = 4;
-const ENOENT = 2;
-const ENOBUFS = 105;
-const ETIMEDOUT = 110;
-
-interface Libc {
-  socket(domain: number, type: number, protocol: number): number;
-  bind(fd: number, addr: Buffer, len: number): number;
-  setsockopt(fd: number, level: number, name: number, value: Buffer, len: number): number;
-  send(fd: number, buf: Buffer, len: number, flags: number): number;
-  recv(fd: number, buf: Buffer, len: number, flags: number): number;
-  poll(fds: Buffer, n: number, timeoutMs: number): number;
-  close(fd: number): number;
-  errno(): number;
-}
-
-function loadLibc(): Libc {
-  const lib = koffi.load('libc.so.6');
-  return {
-    socket: lib.func('int socket(int, int, int)'),
-    bind: lib.func('int bind(int, void *, uint32_t)'),
-    setsockopt: lib.func('int setsockopt(int, int, int, void *, uint32_t)'),
-    send: lib.func('intptr_t send(int, void *, size_t, int)'),
-    recv: lib.func('intptr_t recv(int, _Out_ void *, size_t, int)'),
-    poll: lib.func('int poll(void *, uint64_t, int)'),
-    close: lib.func('int close(int)'),
-    errno: () => koffi.errno(),
-  } as Libc;
-}
 
 /** A failed system call or ctnetlink request, with its positive errno. */
 export class ConntrackSocketError extends Error {

@@ -1,72 +1,17 @@
 /**
- * The NETLINK_NETFILTER socket, opened with libc calls through koffi. This is the only file of netlink/ that does
- * I/O. Constants: linux/socket.h (AF_NETLINK 16, SOL_SOCKET 1, SO_SNDBUF 7, SO_RCVBUF 8, SO_SNDBUFFORCE 32,
- * SO_RCVBUFFORCE 33), linux/netlink.h (NETLINK_NETFILTER 12, SOL_NETLINK 270, NETLINK_ADD_MEMBERSHIP 1,
- * NETLINK_NO_ENOBUFS 5, NETLINK_CAP_ACK 10, NETLINK_EXT_ACK 11), asm-generic/socket.h and bits/socket.h
- * (SOCK_RAW 3, SOCK_CLOEXEC 0o2000000, MSG_DONTWAIT 0x40), poll.h (POLLIN 1).
+ * The nf_tables NETLINK_NETFILTER socket: batches, dumps, the generation id and notification groups, over the libc
+ * calls of netlink/libc.ts (which also holds the socket constants and their uapi sources).
  *
  * The kernel processes a batch synchronously inside send(): when it returns, every reply is queued on the socket
  * (reference nftables-netlink.md §1.2), so a batch is: send, then read replies until the completion condition.
  */
-import koffi from 'koffi';
+import { AF_NETLINK, SOCK_RAW, SOCK_CLOEXEC, NETLINK_NETFILTER, SOL_SOCKET, SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, NETLINK_DROP_MEMBERSHIP, NETLINK_NO_ENOBUFS, NETLINK_CAP_ACK, NETLINK_EXT_ACK, MSG_DONTWAIT, POLLIN, EAGAIN, EINTR, loadLibc, type Libc } from './libc.ts';
 import type { BatchOp, ChainSpec, ElementsSpec, RuleSpec, SetSpec, TableFamily, TableSpec } from './types.ts';
 import { FAMILY_NUMBER, NFPROTO } from './types.ts';
 import { NetlinkWriter, attrMap, read } from './attrs.ts';
 import { describeOp, encodeBatch, type EncodedBatch } from './batch.ts';
 import { NFTA_GEN, NFT_MSG, NLMSG, NLM_F, beginMessage, endMessage, errnoName, errnoText, nftType, parseError, parseMessages, type NetlinkMessage } from './message.ts';
 import { NFTA_CHAIN, NFTA_RULE, NFTA_SET, NFTA_SET_ELEM_LIST, NFTA_TABLE, decodeChain, decodeElements, decodeRule, decodeSet, decodeTable, tableFamilyOf } from './objects.ts';
-
-const AF_NETLINK = 16;
-const SOCK_RAW = 3;
-const SOCK_CLOEXEC = 0o2000000;
-const NETLINK_NETFILTER = 12;
-const SOL_SOCKET = 1;
-const SO_SNDBUF = 7;
-const SO_RCVBUF = 8;
-const SO_SNDBUFFORCE = 32;
-const SO_RCVBUFFORCE = 33;
-const SOL_NETLINK = 270;
-const NETLINK_ADD_MEMBERSHIP = 1;
-const NETLINK_DROP_MEMBERSHIP = 2;
-const NETLINK_NO_ENOBUFS = 5;
-const NETLINK_CAP_ACK = 10;
-const NETLINK_EXT_ACK = 11;
-const MSG_DONTWAIT = 0x40;
-const POLLIN = 1;
-const EAGAIN = 11;
-const EINTR = 4;
-
-/** libc functions we call. Loaded per socket-owner (no module-level mutable state). */
-interface Libc {
-  socket(domain: number, type: number, protocol: number): number;
-  bind(fd: number, addr: Buffer, len: number): number;
-  setsockopt(fd: number, level: number, name: number, value: Buffer, len: number): number;
-  getsockopt(fd: number, level: number, name: number, value: Buffer, len: Buffer): number;
-  getsockname(fd: number, addr: Buffer, len: Buffer): number;
-  send: ((fd: number, buf: Buffer, len: number, flags: number) => number) & {
-    async(fd: number, buf: Buffer, len: number, flags: number, cb: (err: unknown, res: number) => void): void;
-  };
-  recv(fd: number, buf: Buffer, len: number, flags: number): number;
-  poll(fds: Buffer, n: number, timeoutMs: number): number;
-  close(fd: number): number;
-  errno(): number;
-}
-
-function loadLibc(): Libc {
-  const lib = koffi.load('libc.so.6');
-  return {
-    socket: lib.func('int socket(int, int, int)'),
-    bind: lib.func('int bind(int, void *, uint32_t)'),
-    setsockopt: lib.func('int setsockopt(int, int, int, void *, uint32_t)'),
-    getsockopt: lib.func('int getsockopt(int, int, int, _Out_ void *, _Inout_ void *)'),
-    getsockname: lib.func('int getsockname(int, _Out_ void *, _Inout_ void *)'),
-    send: lib.func('intptr_t send(int, void *, size_t, int)'),
-    recv: lib.func('intptr_t recv(int, _Out_ void *, size_t, int)'),
-    poll: lib.func('int poll(void *, uint64_t, int)'),
-    close: lib.func('int close(int)'),
-    errno: () => koffi.errno(),
-  } as Libc;
-}
 
 /** What a successful batch cost. */
 export interface BatchResult {
