@@ -3,12 +3,12 @@
  *
  * Per ServicePort, upstream's 1.37 decision logic (kubernetes pkg/proxy/nftables/proxier.go syncProxyRules;
  * shared/reference/kube-proxy-nftables.md §2.7), with our endpoint selection (DESIGN.md §3): no per-service set.
- * - 1 endpoint: `meta l4proto tcp dnat to 10.0.0.1:80`;
- * - N > 1: for i in 0..N-2 `numgen random mod (N-i) 0 meta l4proto tcp dnat to ep_i`, then an unconditional
- *   `meta l4proto tcp dnat to ep_(N-1)`. Rule i is reached with probability (N-i)/N and matches with 1/(N-i),
- *   so every endpoint gets 1/N;
+ * - every endpoint list (cluster, local) is ONE rule `meta l4proto tcp dnat ip to numgen random mod N offset K
+ *   map @endpoint-map` over a block of the shared endpoint map (endpoint-select.ts): first-packet cost independent
+ *   of N and of the number of Services, stable keys across syncs;
  * - ClientIP affinity keeps upstream's per-endpoint `affinity-…` timeout sets and `endpoint-…` chains
- *   (`ip saddr @affinity-X goto endpoint-X` first, then the same cascade with `goto endpoint-X`).
+ *   (`ip saddr @affinity-X goto endpoint-X` first, then a cascade `numgen random mod (N-i) 0 goto endpoint-X_i`:
+ *   rule i is reached with probability (N-i)/N and matches with 1/(N-i), so every endpoint gets 1/N).
  * Endpoints are sorted by their `ip:port` string (`[ip]:port` for IPv6), as upstream does.
  *
  * Deviations from upstream, for a ruleset that is always valid: a verdict-map element never points to a chain that
@@ -22,6 +22,7 @@ import { canonicalAddr, cidrContains, formatCidr, parseAddr, parseCidr } from '.
 import type { Chain, Element, Fragment, KeyPart, L4Proto, Rule, Ruleset, SetDef, Stmt } from './model.ts';
 import { S, buildRuleset, elementKeyText, fingerprintOf, rule } from './model.ts';
 import { endpointNames, servicePortNameString, servicePortNames, truncateComment } from './names.ts';
+import { EndpointAllocator, ownerComment, selectViaMap } from './endpoint-select.ts';
 import {
   CHAINS, SETS, TABLE_COMMENT, addrTypeOf, globalsOf, ifLocal, masqueradeMark, skeletonFragment, tableFamilyOf,
 } from './skeleton.ts';
@@ -34,6 +35,11 @@ export interface CompileOptions {
    * without even hashing it (snapshots must therefore be treated as immutable).
    */
   previous?: Ruleset | null;
+  /**
+   * The endpoint-map allocation to start from when there is no previous ruleset (restart adoption:
+   * `rebuildEndpointAllocator` of the dumped map). Not modified (cloned).
+   */
+  allocator?: EndpointAllocator;
 }
 
 /** Snapshot-wide values a ServicePort fragment depends on. */
@@ -42,6 +48,7 @@ interface Ctx {
   mark: number;
   snap: Snapshot;
   globalsFp: string;
+  alloc: EndpointAllocator;
 }
 
 const PROTO: Record<ServicePort['protocol'], L4Proto> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
@@ -161,15 +168,23 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
   const affinity = sp.affinityTimeoutSeconds;
   const dnatTo = (ep: Ep): Stmt[] => [S.l4proto(proto), S.dnat(ep.ip, ep.port)];
   const epNames = (ep: Ep) => endpointNames(spn, ep.ip, ep.port);
-  const policyRules = (eps: readonly Ep[]): Rule[] => {
-    if (affinity === null) return selectionRules(eps, dnatTo);
+  const endpointOwners: string[] = [];
+  const policyRules = (eps: readonly Ep[], list: 'cluster' | 'local' = 'cluster'): Rule[] => {
+    if (affinity === null) {
+      // Endpoint map (endpoint-select.ts): one rule, N elements in the shared map.
+      const owner = truncateComment(ownerComment(servicePortNameString(sp), list));
+      endpointOwners.push(owner);
+      const sel = selectViaMap(ctx.alloc, SETS.endpointMap, owner, proto, eps);
+      elements.push(...sel.elements);
+      return sel.rules;
+    }
     return [
       ...eps.map((ep) => rule([S.lookup(['saddr'], epNames(ep).affinitySet), S.goto(epNames(ep).chain)])),
       ...selectionRules(eps, (ep) => [S.goto(epNames(ep).chain)]),
     ];
   };
   if (usesClusterChain) chains.push({ name: names.clusterChain, rules: policyRules(clusterEps) });
-  if (usesLocalChain) chains.push({ name: names.localChain, rules: policyRules(localEps) });
+  if (usesLocalChain) chains.push({ name: names.localChain, rules: policyRules(localEps, 'local') });
 
   if (usesExternalChain) {
     const mark = S.markOr(ctx.mark);
@@ -206,7 +221,9 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
     }
   }
 
-  return { key: servicePortKey(sp), fingerprint, chains, sets, elements, elementKeys: elements.map(elementKeyText), source: sp };
+  // The content depends on the endpoint-map blocks too (offsets, slot order): fold them into the fingerprint.
+  const fp = endpointOwners.length ? fingerprintOf([fingerprint, endpointOwners.map((o) => ctx.alloc.get(o))]) : fingerprint;
+  return { key: servicePortKey(sp), fingerprint: fp, inputFingerprint: fingerprint, chains, sets, elements, elementKeys: elements.map(elementKeyText), source: sp, endpointOwners };
 }
 
 /**
@@ -218,8 +235,9 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
 export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset {
   const family = tableFamilyOf(snapshot);
   const globalsFp = fingerprintOf(globalsOf(snapshot));
-  const ctx: Ctx = { family, mark: masqueradeMark(snapshot.masqueradeBit), snap: snapshot, globalsFp };
   const prev = opts.previous && opts.previous.family === family && opts.previous.table === snapshot.tableName ? opts.previous : null;
+  const alloc = (prev ? prev.endpointAlloc : opts.allocator)?.clone() ?? new EndpointAllocator();
+  const ctx: Ctx = { family, mark: masqueradeMark(snapshot.masqueradeBit), snap: snapshot, globalsFp, alloc };
 
   let skeleton = skeletonFragment(snapshot);
   const prevSkel = prev?.fragments.get(skeleton.key);
@@ -238,13 +256,28 @@ export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset 
       return;
     }
     const fp = fingerprintOf([globalsFp, sp]);
-    if (old && old.fingerprint === fp) {
+    if (old && (old.inputFingerprint ?? old.fingerprint) === fp) {
       byKey.set(key, old);
       trusted.add(old);
-    } else byKey.set(key, compileServicePort(ctx, sp, i, fp));
+    } else {
+      const nf = compileServicePort(ctx, sp, i, fp);
+      byKey.set(key, nf);
+      for (const o of old?.endpointOwners ?? []) if (!nf.endpointOwners?.includes(o)) alloc.release(o);
+    }
   });
+  // Free the endpoint-map blocks of ServicePorts that are gone (and, without a previous ruleset, of adopted
+  // owners that no ServicePort claimed).
+  if (prev) {
+    for (const [k, f] of prev.fragments) if (!byKey.has(k)) for (const o of f.endpointOwners ?? []) alloc.release(o);
+  } else if (alloc.size) {
+    const used = new Set<string>();
+    for (const f of byKey.values()) for (const o of f.endpointOwners ?? []) used.add(o);
+    for (const [o] of [...alloc.entries()]) if (!used.has(o)) alloc.release(o);
+  }
   const keys = [...byKey.keys()].sort();
   if (skeleton === prevSkel) trusted.add(skeleton);
   else trusted.clear(); // a new skeleton may have changed what the reused fragments reference
-  return buildRuleset(family, snapshot.tableName, TABLE_COMMENT, [skeleton, ...keys.map((k) => byKey.get(k)!)], { trusted });
+  const rs = buildRuleset(family, snapshot.tableName, TABLE_COMMENT, [skeleton, ...keys.map((k) => byKey.get(k)!)], { trusted });
+  rs.endpointAlloc = alloc;
+  return rs;
 }

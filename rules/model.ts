@@ -19,6 +19,7 @@
 import { createHash } from 'node:crypto';
 import type { TableFamily, Verdict } from '../netlink/types.ts';
 import { canonicalAddr } from './addr.ts';
+import type { EndpointAllocator } from './endpoint-select.ts';
 
 /** The fragment key of the skeleton. Not a valid `servicePortKey()` (those contain '/' and ':'). */
 export const SKELETON_KEY = '#skeleton';
@@ -30,8 +31,12 @@ export const L4PROTO_NUMBER: Record<L4Proto, number> = { tcp: 6, udp: 17, sctp: 
 /** Packet fields usable as (components of) set keys: `ip saddr`, `ip daddr`, `meta l4proto`, `th dport`. */
 export type KeyField = 'saddr' | 'daddr' | 'l4proto' | 'dport';
 
-/** nft datatypes of set keys we use (nftables include/datatype.h: ipv4_addr 7, ipv6_addr 8, inet_proto 12, inet_service 13). */
-export type KeyType = 'ipv4_addr' | 'ipv6_addr' | 'inet_proto' | 'inet_service';
+/**
+ * nft datatypes of set keys we use (nftables include/datatype.h: ipv4_addr 7, ipv6_addr 8, inet_proto 12,
+ * inet_service 13). `numgen` is nft's `integer` (4) as `typeof numgen random mod 1` declares it: a u32 in host
+ * byte order (the endpoint map's key).
+ */
+export type KeyType = 'ipv4_addr' | 'ipv6_addr' | 'inet_proto' | 'inet_service' | 'numgen';
 
 /** The key type a packet field has in a table of `family`. */
 export function keyTypeOf(family: TableFamily, f: KeyField): KeyType {
@@ -70,6 +75,12 @@ export type Stmt =
   | { k: 'numgen'; mod: number; value: number }
   /** `meta mark set meta mark | 0x00004000` (or) / `meta mark set meta mark ^ 0x00004000` (xor). */
   | { k: 'markSet'; op: 'or' | 'xor'; bits: number }
+  /**
+   * `dnat ip to numgen random mod 3 offset 5 map @endpoint-map` (`offset 0` is not printed): picks one of the
+   * keys offset..offset+mod-1 of an endpoint map (addr . port data) at random and DNATs to it. Needs a preceding
+   * `meta l4proto` match.
+   */
+  | { k: 'dnatMap'; mod: number; offset: number; map: string }
   /** `dnat to 10.0.0.1:80` / `dnat to [fd00::1]:80`. Needs a preceding `meta l4proto` match (nft requires it). */
   | { k: 'dnat'; addr: string; port: number }
   /** `masquerade fully-random` / `masquerade`. */
@@ -108,12 +119,13 @@ export interface Chain {
 
 /**
  * A named set or map. `key` has one type, or several for a concatenation. `map: 'verdict'` makes it a verdict
- * map. `timeoutSec` makes it a `flags dynamic,timeout` set with that default timeout (seconds).
+ * map; `map: 'endpoint'` an endpoint map (`typeof numgen random mod 1 : ip daddr . th dport`: key a u32 index,
+ * data `addr . inet_service`). `timeoutSec` makes it a `flags dynamic,timeout` set with that default timeout (seconds).
  */
 export interface SetDef {
   name: string;
   key: readonly KeyType[];
-  map?: 'verdict';
+  map?: 'verdict' | 'endpoint';
   timeoutSec?: number;
   comment?: string;
 }
@@ -123,13 +135,17 @@ export type KeyPart =
   | { type: 'ipv4_addr'; ip: string }
   | { type: 'ipv6_addr'; ip: string }
   | { type: 'inet_proto'; proto: L4Proto }
-  | { type: 'inet_service'; port: number };
+  | { type: 'inet_service'; port: number }
+  /** A u32 (0..2^32-1), host byte order in the register. */
+  | { type: 'numgen'; value: number };
 
-/** An element of a named set (no verdict) or verdict map (with one). */
+/** An element of a named set (no verdict), verdict map (with one) or endpoint map (with `endpoint`). */
 export interface Element {
   set: string;
   key: readonly KeyPart[];
   verdict?: Verdict;
+  /** Endpoint maps: the DNAT target (address canonical for the family; port 1..65535). */
+  endpoint?: { ip: string; port: number };
   comment?: string;
 }
 
@@ -138,6 +154,8 @@ export interface Fragment {
   key: string;
   /** Equal fingerprints imply equal content (computed once, at compile time). */
   fingerprint: string;
+  /** The fingerprint of the compiler's input (ServicePort + globals) when it differs from `fingerprint`. */
+  inputFingerprint?: string;
   chains: readonly Chain[];
   sets: readonly SetDef[];
   elements: readonly Element[];
@@ -148,6 +166,8 @@ export interface Fragment {
    * when the next snapshot holds the very same object (snapshots are treated as immutable).
    */
   source?: unknown;
+  /** Owners (element comments) of the endpoint-map blocks this fragment holds (endpoint-select.ts). */
+  endpointOwners?: readonly string[];
 }
 
 /** An element as the ruleset index holds it: texts are the identity (key) and the value (verdict + comment). */
@@ -176,6 +196,8 @@ export interface Ruleset {
   /** Skeleton first, then ServicePort fragments (sorted by key). */
   fragments: ReadonlyMap<string, Fragment>;
   index: RulesetIndex;
+  /** The endpoint-map key allocation of this ruleset (set by compile(); endpoint-select.ts). */
+  endpointAlloc?: EndpointAllocator;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -228,6 +250,7 @@ export function keyPartText(p: KeyPart): string {
     case 'ipv6_addr': return canonicalAddr('ip6', p.ip);
     case 'inet_proto': return p.proto;
     case 'inet_service': return String(p.port);
+    case 'numgen': return String(p.value);
   }
 }
 
@@ -237,8 +260,8 @@ export function elementKeyText(e: Pick<Element, 'key'>): string {
 }
 
 /** The value identity of an element: verdict text and comment (a change of either is a change of the element). */
-export function elementValueText(e: Pick<Element, 'verdict' | 'comment'>): string {
-  return `${e.verdict ? verdictText(e.verdict) : ''}|${e.comment ?? ''}`;
+export function elementValueText(e: Pick<Element, 'verdict' | 'comment' | 'endpoint'>): string {
+  return `${e.verdict ? verdictText(e.verdict) : ''}|${e.comment ?? ''}${e.endpoint ? `|${e.endpoint.ip}.${e.endpoint.port}` : ''}`;
 }
 
 /** Names of the chains a statement jumps or goes to. */
@@ -251,6 +274,7 @@ export function stmtSetRefs(s: Stmt): string[] {
   if (s.k === 'lookup') return [s.set];
   if (s.k === 'vmap') return [s.map];
   if (s.k === 'update') return [s.set];
+  if (s.k === 'dnatMap') return [s.map];
   return [];
 }
 
@@ -259,7 +283,7 @@ export function fingerprintOf(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('base64url').slice(0, 22);
 }
 
-const KEY_PART_TYPES: Record<KeyPart['type'], true> = { ipv4_addr: true, ipv6_addr: true, inet_proto: true, inet_service: true };
+const KEY_PART_TYPES: Record<KeyPart['type'], true> = { ipv4_addr: true, ipv6_addr: true, inet_proto: true, inet_service: true, numgen: true };
 
 /**
  * Assembles a ruleset from fragments (skeleton first) and builds its index. `opts.trusted` fragments (already
@@ -308,6 +332,7 @@ export function buildRuleset(
             if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references set ${ref} of ${t.fragment}`);
             if (st.k === 'vmap' && t.set.map !== 'verdict') throw new Error(`ruleset: chain ${c.name}: vmap on ${ref}, which is not a verdict map`);
             if (st.k === 'lookup' && t.set.map) throw new Error(`ruleset: chain ${c.name}: set lookup on map ${ref}`);
+            if (st.k === 'dnatMap' && t.set.map !== 'endpoint') throw new Error(`ruleset: chain ${c.name}: dnat map on ${ref}, which is not an endpoint map`);
             if (st.k === 'vmap' || st.k === 'lookup') {
               const want = st.key.map((k) => keyTypeOf(family, k)).join(' . ');
               if (want !== t.set.key.join(' . ')) throw new Error(`ruleset: chain ${c.name}: key ${want} does not match ${ref} (${t.set.key.join(' . ')})`);
@@ -325,7 +350,8 @@ export function buildRuleset(
       if (e.key.length !== t.set.key.length || e.key.some((p, i) => !KEY_PART_TYPES[p.type] || p.type !== t.set.key[i])) {
         throw new Error(`ruleset: element ${JSON.stringify(e.key)} of ${f.key} does not match the key type ${t.set.key.join(' . ')} of ${e.set}`);
       }
-      if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map ? 'missing' : 'unexpected'} verdict`);
+      if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'verdict' ? 'missing' : 'unexpected'} verdict`);
+      if (!!e.endpoint !== (t.set.map === 'endpoint')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'endpoint' ? 'missing' : 'unexpected'} endpoint data`);
       if (e.verdict && (e.verdict.kind === 'goto' || e.verdict.kind === 'jump')) {
         const c = chains.get(e.verdict.chain);
         if (!c) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to unknown chain ${JSON.stringify(e.verdict.chain)}`);
