@@ -74,6 +74,7 @@ async function changes(n: number): Promise<number[]> {
 test('one endpoint change: < 4 KB sent at 1,000 Services, and exactly the same bytes at 10 Services', async () => {
   const small = await changes(10);
   const big = await changes(1000);
+  console.log(`bytes per change (replace, add, remove two): ${big.join(", ")}`);
   assert.deepEqual(big, small, 'the batch does not grow with the cluster');
   for (const b of big) assert.ok(b > 0 && b < 4096, `batch of ${b} bytes`);
   // Replacing one endpoint only rewrites one element of the endpoint map: well under 1 KB.
