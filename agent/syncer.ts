@@ -6,7 +6,7 @@
  * kubernetes `pkg/proxy/util`).
  */
 import type { BatchOp } from '../netlink/types.ts';
-import { compile, plan, renderPlan, type Ruleset } from '../rules/index.ts';
+import { commitDelta, compile, plan, renderPlan, rollbackDelta, type Ruleset } from '../rules/index.ts';
 import type { ClusterState } from './cluster-state.ts';
 import type { IPFamily, SnapshotBuilder } from './snapshot.ts';
 import type { ProxyMetrics } from './metrics.ts';
@@ -99,9 +99,11 @@ export class Syncer {
       const now = this.#o.now();
       const full = fs.needFull || fs.committed === null || now - fs.lastFull >= FULL_SYNC_PERIOD_MS;
       const t0 = performance.now();
+      let desired: Ruleset | null = null;
       try {
         const snapshot = builder.build(state, family);
-        const desired = compile(snapshot, { previous: fs.committed });
+        // In place: O(changed ServicePorts); committed after the ACK, rolled back on failure (rules/incremental.ts).
+        desired = compile(snapshot, { previous: fs.committed, inPlace: true });
         const t1 = performance.now();
         const p = plan(fs.committed, desired, { full, now, stale: fs.stale });
         const t2 = performance.now();
@@ -110,6 +112,7 @@ export class Syncer {
           if (log.isLevelEnabled?.('debug')) log.debug({ family, nft: renderPlan(desired, p) }, 'sync delta');
           sent = await this.#o.sender.sendBatch(p.ops);
         }
+        commitDelta(desired);
         fs.committed = desired;
         fs.stale = p.stale;
         fs.needFull = false;
@@ -128,6 +131,7 @@ export class Syncer {
         health?.updated(family);
         log.info({ ...r, totalMs: round(performance.now() - t0) }, 'synced');
       } catch (err) {
+        if (desired) rollbackDelta(desired);
         fs.needFull = true;
         metrics?.nftablesSyncFailuresTotal.inc({ ip_family: family });
         log.error({ family, full, err: err instanceof Error ? err.message : String(err) }, 'sync failed; the last good ruleset stays in place and the next sync is full');

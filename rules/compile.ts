@@ -20,9 +20,10 @@ import type { Endpoint, ServicePort, Snapshot } from '../config-schema/snapshot.
 import { servicePortKey } from '../config-schema/snapshot.ts';
 import { canonicalAddr, cidrContains, formatCidr, parseAddr, parseCidr } from './addr.ts';
 import type { Chain, Element, Fragment, KeyPart, L4Proto, Rule, Ruleset, SetDef, Stmt } from './model.ts';
-import { S, buildRuleset, elementKeyText, fingerprintOf, rule } from './model.ts';
+import { S, SKELETON_KEY, buildRuleset, elementKeyText, fingerprintOf, rule } from './model.ts';
 import { endpointNames, servicePortNameString, servicePortNames, truncateComment } from './names.ts';
-import { EndpointAllocator, ownerComment, selectViaMap } from './endpoint-select.ts';
+import { EndpointAllocator, ownerComment, rebuildEndpointAllocator, selectViaMap } from './endpoint-select.ts';
+import { Journal, patchRuleset } from './incremental.ts';
 import {
   CHAINS, SETS, TABLE_COMMENT, addrTypeOf, globalsOf, ifLocal, masqueradeMark, skeletonFragment, tableFamilyOf,
 } from './skeleton.ts';
@@ -40,6 +41,12 @@ export interface CompileOptions {
    * `rebuildEndpointAllocator` of the dumped map). Not modified (cloned).
    */
   allocator?: EndpointAllocator;
+  /**
+   * Patch `previous` in place (O(changed ServicePorts) instead of O(cluster); incremental.ts) when its skeleton
+   * is unchanged. The result carries a `delta`; the caller MUST then call `commitDelta(result)` once the kernel
+   * acknowledged the batch, or `rollbackDelta(result)` if it did not, before compiling again.
+   */
+  inPlace?: boolean;
 }
 
 /** Snapshot-wide values a ServicePort fragment depends on. */
@@ -236,13 +243,17 @@ export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset 
   const family = tableFamilyOf(snapshot);
   const globalsFp = fingerprintOf(globalsOf(snapshot));
   const prev = opts.previous && opts.previous.family === family && opts.previous.table === snapshot.tableName ? opts.previous : null;
-  const alloc = (prev ? prev.endpointAlloc : opts.allocator)?.clone() ?? new EndpointAllocator();
-  const ctx: Ctx = { family, mark: masqueradeMark(snapshot.masqueradeBit), snap: snapshot, globalsFp, alloc };
-
   let skeleton = skeletonFragment(snapshot);
   const prevSkel = prev?.fragments.get(skeleton.key);
   if (prevSkel && prevSkel.fingerprint === skeleton.fingerprint) skeleton = prevSkel;
   const prevGlobals = prevSkel?.fingerprint === skeleton.fingerprint ? globalsFp : null;
+  const mark = masqueradeMark(snapshot.masqueradeBit);
+
+  if (opts.inPlace && prev && skeleton === prevSkel && !prev.delta && prev.endpointAlloc) {
+    return compileInPlace({ family, mark, snap: snapshot, globalsFp, alloc: prev.endpointAlloc }, prev, snapshot, globalsFp);
+  }
+  const alloc = (prev ? prev.endpointAlloc : opts.allocator)?.clone() ?? new EndpointAllocator();
+  const ctx: Ctx = { family, mark, snap: snapshot, globalsFp, alloc };
 
   const byKey = new Map<string, Fragment>();
   const trusted = new Set<Fragment>();
@@ -279,5 +290,59 @@ export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset 
   else trusted.clear(); // a new skeleton may have changed what the reused fragments reference
   const rs = buildRuleset(family, snapshot.tableName, TABLE_COMMENT, [skeleton, ...keys.map((k) => byKey.get(k)!)], { trusted });
   rs.endpointAlloc = alloc;
+  return rs;
+}
+
+/** The endpoint-map allocation a ruleset's fragments hold (after a rollback, or to check one). */
+export function allocatorOf(rs: Ruleset): EndpointAllocator {
+  const els: Array<{ key: number; comment?: string; ip: string; port: number }> = [];
+  for (const f of rs.fragments.values()) {
+    for (const e of f.elements) {
+      const k = e.key[0];
+      if (e.set === SETS.endpointMap && e.endpoint && k?.type === 'numgen') els.push({ key: k.value, comment: e.comment, ip: e.endpoint.ip, port: e.endpoint.port });
+    }
+  }
+  return rebuildEndpointAllocator(els);
+}
+
+/** The in-place path of {@link compile} (see CompileOptions.inPlace). */
+function compileInPlace(ctx: Ctx, prev: Ruleset, snapshot: Snapshot, globalsFp: string): Ruleset {
+  const alloc = ctx.alloc;
+  const removed: Fragment[] = [];
+  const added: Fragment[] = [];
+  const changed: string[] = [];
+  const seen = new Set<string>();
+  const j = new Journal();
+  try {
+    snapshot.servicePorts.forEach((sp, i) => {
+      const key = servicePortKey(sp);
+      if (seen.has(key)) throw new Error(`servicePorts[${i}]: duplicate ServicePort ${key}`);
+      seen.add(key);
+      const old = prev.fragments.get(key);
+      if (old && old.source === sp) return;
+      const fp = fingerprintOf([globalsFp, sp]);
+      if (old && (old.inputFingerprint ?? old.fingerprint) === fp) return;
+      const nf = compileServicePort(ctx, sp, i, fp);
+      for (const o of old?.endpointOwners ?? []) if (!nf.endpointOwners?.includes(o)) alloc.release(o);
+      if (old) removed.push(old);
+      added.push(nf);
+      changed.push(key);
+    });
+    if (seen.size !== prev.fragments.size - 1) {
+      for (const [k, f] of prev.fragments) {
+        if (k === SKELETON_KEY || seen.has(k)) continue;
+        for (const o of f.endpointOwners ?? []) alloc.release(o);
+        removed.push(f);
+        changed.push(k);
+      }
+    }
+    patchRuleset(prev, j, removed, added);
+  } catch (err) {
+    j.rollback();
+    prev.endpointAlloc = allocatorOf(prev);
+    throw err;
+  }
+  const rs: Ruleset = { family: prev.family, table: prev.table, comment: prev.comment, fragments: prev.fragments, index: prev.index, endpointAlloc: alloc };
+  rs.delta = { base: prev, changed, journal: j, onRollback: () => { const a = allocatorOf(prev); prev.endpointAlloc = a; rs.endpointAlloc = a; } };
   return rs;
 }

@@ -20,6 +20,7 @@ import { createHash } from 'node:crypto';
 import type { TableFamily, Verdict } from '../netlink/types.ts';
 import { canonicalAddr } from './addr.ts';
 import type { EndpointAllocator } from './endpoint-select.ts';
+import type { RulesetDelta } from './incremental.ts';
 
 /** The fragment key of the skeleton. Not a valid `servicePortKey()` (those contain '/' and ':'). */
 export const SKELETON_KEY = '#skeleton';
@@ -198,6 +199,8 @@ export interface Ruleset {
   index: RulesetIndex;
   /** The endpoint-map key allocation of this ruleset (set by compile(); endpoint-select.ts). */
   endpointAlloc?: EndpointAllocator;
+  /** Set by an in-place compile until committed or rolled back (incremental.ts). */
+  delta?: RulesetDelta;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -286,6 +289,57 @@ export function fingerprintOf(value: unknown): string {
 const KEY_PART_TYPES: Record<KeyPart['type'], true> = { ipv4_addr: true, ipv6_addr: true, inet_proto: true, inet_service: true, numgen: true };
 
 /**
+ * Checks one fragment against the table's chains and sets: references to unknown chains/sets or to another
+ * ServicePort's objects, statement/set kind and key-type mismatches, and its elements' sets, key types, verdicts
+ * and endpoint data.
+ * @throws Error naming the chain or element and the fragment.
+ */
+export function checkFragmentRefs(
+  family: TableFamily, f: Fragment,
+  chains: ReadonlyMap<string, { chain: Chain; fragment: string }>, sets: ReadonlyMap<string, { set: SetDef; fragment: string }>,
+): void {
+  const visible = (owner: string, refFragment: string) => refFragment === owner || refFragment === SKELETON_KEY;
+  for (const c of f.chains) {
+    for (const r of c.rules) {
+      for (const st of r.stmts) {
+        for (const ref of stmtChainRefs(st)) {
+          const t = chains.get(ref);
+          if (!t) throw new Error(`ruleset: chain ${c.name} references unknown chain ${JSON.stringify(ref)}`);
+          if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references chain ${ref} of ${t.fragment}`);
+        }
+        for (const ref of stmtSetRefs(st)) {
+          const t = sets.get(ref);
+          if (!t) throw new Error(`ruleset: chain ${c.name} references unknown set ${JSON.stringify(ref)}`);
+          if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references set ${ref} of ${t.fragment}`);
+          if (st.k === 'vmap' && t.set.map !== 'verdict') throw new Error(`ruleset: chain ${c.name}: vmap on ${ref}, which is not a verdict map`);
+          if (st.k === 'lookup' && t.set.map) throw new Error(`ruleset: chain ${c.name}: set lookup on map ${ref}`);
+          if (st.k === 'dnatMap' && t.set.map !== 'endpoint') throw new Error(`ruleset: chain ${c.name}: dnat map on ${ref}, which is not an endpoint map`);
+          if (st.k === 'vmap' || st.k === 'lookup') {
+            const want = st.key.map((k) => keyTypeOf(family, k)).join(' . ');
+            if (want !== t.set.key.join(' . ')) throw new Error(`ruleset: chain ${c.name}: key ${want} does not match ${ref} (${t.set.key.join(' . ')})`);
+          }
+        }
+      }
+    }
+  }
+  for (const e of f.elements) {
+    const t = sets.get(e.set);
+    if (!t) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
+    if (!visible(f.key, t.fragment)) throw new Error(`ruleset: element of set ${e.set} (${t.fragment}) in ${f.key}`);
+    if (e.key.length !== t.set.key.length || e.key.some((p, i) => !KEY_PART_TYPES[p.type] || p.type !== t.set.key[i])) {
+      throw new Error(`ruleset: element ${JSON.stringify(e.key)} of ${f.key} does not match the key type ${t.set.key.join(' . ')} of ${e.set}`);
+    }
+    if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'verdict' ? 'missing' : 'unexpected'} verdict`);
+    if (!!e.endpoint !== (t.set.map === 'endpoint')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'endpoint' ? 'missing' : 'unexpected'} endpoint data`);
+    if (e.verdict && (e.verdict.kind === 'goto' || e.verdict.kind === 'jump')) {
+      const c = chains.get(e.verdict.chain);
+      if (!c) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to unknown chain ${JSON.stringify(e.verdict.chain)}`);
+      if (!visible(f.key, c.fragment)) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to chain ${e.verdict.chain} of ${c.fragment}`);
+    }
+  }
+}
+
+/**
  * Assembles a ruleset from fragments (skeleton first) and builds its index. `opts.trusted` fragments (already
  * validated in a ruleset with the same skeleton) skip the reference checks.
  * @throws Error on duplicate chain/set names, elements of unknown sets or with mistyped keys, references to
@@ -313,53 +367,15 @@ export function buildRuleset(
       sets.set(s.name, { set: s, fragment: f.key });
     }
   }
-  const visible = (owner: string, refFragment: string) => refFragment === owner || refFragment === SKELETON_KEY;
   const elements = new Map<string, Map<string, IndexedElement>>();
   for (const s of sets.keys()) elements.set(s, new Map());
   for (const f of fragments) {
-    const check = !opts.trusted?.has(f);
-    if (check) for (const c of f.chains) {
-      for (const r of c.rules) {
-        for (const st of r.stmts) {
-          for (const ref of stmtChainRefs(st)) {
-            const t = chains.get(ref);
-            if (!t) throw new Error(`ruleset: chain ${c.name} references unknown chain ${JSON.stringify(ref)}`);
-            if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references chain ${ref} of ${t.fragment}`);
-          }
-          for (const ref of stmtSetRefs(st)) {
-            const t = sets.get(ref);
-            if (!t) throw new Error(`ruleset: chain ${c.name} references unknown set ${JSON.stringify(ref)}`);
-            if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references set ${ref} of ${t.fragment}`);
-            if (st.k === 'vmap' && t.set.map !== 'verdict') throw new Error(`ruleset: chain ${c.name}: vmap on ${ref}, which is not a verdict map`);
-            if (st.k === 'lookup' && t.set.map) throw new Error(`ruleset: chain ${c.name}: set lookup on map ${ref}`);
-            if (st.k === 'dnatMap' && t.set.map !== 'endpoint') throw new Error(`ruleset: chain ${c.name}: dnat map on ${ref}, which is not an endpoint map`);
-            if (st.k === 'vmap' || st.k === 'lookup') {
-              const want = st.key.map((k) => keyTypeOf(family, k)).join(' . ');
-              if (want !== t.set.key.join(' . ')) throw new Error(`ruleset: chain ${c.name}: key ${want} does not match ${ref} (${t.set.key.join(' . ')})`);
-            }
-          }
-        }
-      }
-    }
+    if (!opts.trusted?.has(f)) checkFragmentRefs(family, f, chains, sets);
     for (let ei = 0; ei < f.elements.length; ei++) {
       const e = f.elements[ei];
-      const t = sets.get(e.set);
-      if (!t) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
-      if (check) {
-      if (!visible(f.key, t.fragment)) throw new Error(`ruleset: element of set ${e.set} (${t.fragment}) in ${f.key}`);
-      if (e.key.length !== t.set.key.length || e.key.some((p, i) => !KEY_PART_TYPES[p.type] || p.type !== t.set.key[i])) {
-        throw new Error(`ruleset: element ${JSON.stringify(e.key)} of ${f.key} does not match the key type ${t.set.key.join(' . ')} of ${e.set}`);
-      }
-      if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'verdict' ? 'missing' : 'unexpected'} verdict`);
-      if (!!e.endpoint !== (t.set.map === 'endpoint')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'endpoint' ? 'missing' : 'unexpected'} endpoint data`);
-      if (e.verdict && (e.verdict.kind === 'goto' || e.verdict.kind === 'jump')) {
-        const c = chains.get(e.verdict.chain);
-        if (!c) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to unknown chain ${JSON.stringify(e.verdict.chain)}`);
-        if (!visible(f.key, c.fragment)) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to chain ${e.verdict.chain} of ${c.fragment}`);
-      }
-      }
+      const bySet = elements.get(e.set);
+      if (!bySet) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
       const keyText = f.elementKeys?.[ei] ?? elementKeyText(e);
-      const bySet = elements.get(e.set)!;
       const prev = bySet.get(keyText);
       if (prev) prev.owners++;
       else bySet.set(keyText, { element: e, fragment: f.key, keyText, valueText: elementValueText(e), owners: 1 });
