@@ -76,6 +76,11 @@ export class Syncer {
     return this.#fam.get(family)?.committed ?? null;
   }
 
+  /** Chains of a family flushed by a sync and not yet deleted (they exist, empty, in the kernel). */
+  staleChains(family: IPFamily): string[] {
+    return [...(this.#fam.get(family)?.stale.keys() ?? [])];
+  }
+
   /** Forces the next sync of every family to be full (tamper repair, node zone change). */
   requestFull(): void {
     for (const s of this.#fam.values()) s.needFull = true;
@@ -103,7 +108,7 @@ export class Syncer {
       try {
         const snapshot = builder.build(state, family);
         // In place: O(changed ServicePorts); committed after the ACK, rolled back on failure (rules/incremental.ts).
-        desired = compile(snapshot, { previous: fs.committed, inPlace: true });
+        desired = compile(snapshot, { previous: fs.committed, inPlace: true, changed: full ? null : builder.lastDelta(family) });
         const t1 = performance.now();
         const p = plan(fs.committed, desired, { full, now, stale: fs.stale });
         const t2 = performance.now();

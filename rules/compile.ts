@@ -47,6 +47,12 @@ export interface CompileOptions {
    * acknowledged the batch, or `rollbackDelta(result)` if it did not, before compiling again.
    */
   inPlace?: boolean;
+  /**
+   * With `inPlace`: the ServicePorts that changed since `previous` was compiled (SnapshotBuilder.lastDelta), so
+   * that the compile does not even look at the others. Must be exact: every ServicePort of the snapshot that is not
+   * listed must be the very object `previous` was compiled from. Ignored without `inPlace`.
+   */
+  changed?: { servicePorts: readonly ServicePort[]; removedKeys: readonly string[] } | null;
 }
 
 /** Snapshot-wide values a ServicePort fragment depends on. */
@@ -250,7 +256,7 @@ export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset 
   const mark = masqueradeMark(snapshot.masqueradeBit);
 
   if (opts.inPlace && prev && skeleton === prevSkel && !prev.delta && prev.endpointAlloc) {
-    return compileInPlace({ family, mark, snap: snapshot, globalsFp, alloc: prev.endpointAlloc }, prev, snapshot, globalsFp);
+    return compileInPlace({ family, mark, snap: snapshot, globalsFp, alloc: prev.endpointAlloc }, prev, snapshot, globalsFp, opts.changed ?? null);
   }
   const alloc = (prev ? prev.endpointAlloc : opts.allocator)?.clone() ?? new EndpointAllocator();
   const ctx: Ctx = { family, mark, snap: snapshot, globalsFp, alloc };
@@ -306,29 +312,40 @@ export function allocatorOf(rs: Ruleset): EndpointAllocator {
 }
 
 /** The in-place path of {@link compile} (see CompileOptions.inPlace). */
-function compileInPlace(ctx: Ctx, prev: Ruleset, snapshot: Snapshot, globalsFp: string): Ruleset {
+function compileInPlace(ctx: Ctx, prev: Ruleset, snapshot: Snapshot, globalsFp: string, hint: CompileOptions['changed']): Ruleset {
   const alloc = ctx.alloc;
   const removed: Fragment[] = [];
   const added: Fragment[] = [];
   const changed: string[] = [];
   const seen = new Set<string>();
   const j = new Journal();
+  const one = (sp: ServicePort, i: number) => {
+    const key = servicePortKey(sp);
+    if (seen.has(key)) throw new Error(`servicePorts[${i < 0 ? snapshot.servicePorts.indexOf(sp) : i}]: duplicate ServicePort ${key}`);
+    seen.add(key);
+    const old = prev.fragments.get(key);
+    if (old && old.source === sp) return;
+    const fp = fingerprintOf([globalsFp, sp]);
+    if (old && (old.inputFingerprint ?? old.fingerprint) === fp) return;
+    const nf = compileServicePort(ctx, sp, i < 0 ? snapshot.servicePorts.indexOf(sp) : i, fp);
+    for (const o of old?.endpointOwners ?? []) if (!nf.endpointOwners?.includes(o)) alloc.release(o);
+    if (old) removed.push(old);
+    added.push(nf);
+    changed.push(key);
+  };
   try {
-    snapshot.servicePorts.forEach((sp, i) => {
-      const key = servicePortKey(sp);
-      if (seen.has(key)) throw new Error(`servicePorts[${i}]: duplicate ServicePort ${key}`);
-      seen.add(key);
-      const old = prev.fragments.get(key);
-      if (old && old.source === sp) return;
-      const fp = fingerprintOf([globalsFp, sp]);
-      if (old && (old.inputFingerprint ?? old.fingerprint) === fp) return;
-      const nf = compileServicePort(ctx, sp, i, fp);
-      for (const o of old?.endpointOwners ?? []) if (!nf.endpointOwners?.includes(o)) alloc.release(o);
-      if (old) removed.push(old);
-      added.push(nf);
-      changed.push(key);
-    });
-    if (seen.size !== prev.fragments.size - 1) {
+    if (hint) {
+      // O(change): only the ServicePorts the snapshot builder rebuilt, and the keys it dropped.
+      for (const sp of hint.servicePorts) one(sp, -1);
+      for (const k of hint.removedKeys) {
+        const f = prev.fragments.get(k);
+        if (!f || seen.has(k)) continue;
+        for (const o of f.endpointOwners ?? []) alloc.release(o);
+        removed.push(f);
+        changed.push(k);
+      }
+    } else snapshot.servicePorts.forEach(one);
+    if (!hint && seen.size !== prev.fragments.size - 1) {
       for (const [k, f] of prev.fragments) {
         if (k === SKELETON_KEY || seen.has(k)) continue;
         for (const o of f.endpointOwners ?? []) alloc.release(o);
