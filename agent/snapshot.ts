@@ -44,6 +44,10 @@ export class SnapshotBuilder {
   readonly #cache = new Map<string, ServicePort[]>(); // `${family}|ns/name` -> ServicePorts
   /** Sorted Service keys of the last build, and whether a Service was added or removed since. */
   #sortedKeys: string[] | null = null;
+  /** Position of each Service key in #sortedKeys. */
+  #pos = new Map<string, number>();
+  /** Per family: the ServicePorts of each Service, aligned with #sortedKeys (null: rebuild from the cache). */
+  readonly #lists = new Map<IPFamily, ServicePort[][] | null>();
   /** Per family: Services invalidated since that family's last build -> their ServicePorts before. */
   readonly #touched = new Map<IPFamily, Map<string, ServicePort[] | undefined>>([['IPv4', new Map()], ['IPv6', new Map()]]);
   /** Per family: false after a node change (every ServicePort may differ) until the next build. */
@@ -60,6 +64,7 @@ export class SnapshotBuilder {
     if (changes.node) {
       this.#cache.clear();
       this.#sortedKeys = null;
+      this.#lists.clear();
       for (const f of this.#touched.keys()) { this.#touched.get(f)!.clear(); this.#deltaValid.set(f, false); }
       return;
     }
@@ -92,18 +97,29 @@ export class SnapshotBuilder {
     const servicePorts: ServicePort[] = [];
     const touched = this.#touched.get(family)!;
     // Re-sort the Service keys only when a Service came or went.
-    if (this.#sortedKeys === null || this.#sortedKeys.length !== state.services.size || [...touched.keys()].some((k) => state.services.has(k) !== (touched.get(k) !== undefined))) {
+    if (this.#sortedKeys === null || this.#sortedKeys.length !== state.services.size || [...touched.keys()].some((k) => state.services.has(k) !== (touched.get(k) !== undefined) || !this.#pos.has(k) !== !state.services.has(k))) {
       this.#sortedKeys = [...state.services.keys()].sort();
+      this.#pos = new Map(this.#sortedKeys.map((k, i) => [k, i]));
+      this.#lists.clear();
     }
-    for (const key of this.#sortedKeys) {
+    const spsOf = (key: string): ServicePort[] => {
       const cacheKey = `${family}|${key}`;
       let sps = this.#cache.get(cacheKey);
       if (!sps) {
         sps = this.#servicePorts(state, state.services.get(key)!, family, zone);
         this.#cache.set(cacheKey, sps);
       }
-      for (const sp of sps) servicePorts.push(sp);
+      return sps;
+    };
+    let lists = this.#lists.get(family) ?? null;
+    if (lists === null) {
+      lists = this.#sortedKeys.map(spsOf);
+      this.#lists.set(family, lists);
+    } else {
+      // Only the touched Services (the set of Services is unchanged here): O(change) + one flatten.
+      for (const k of touched.keys()) lists[this.#pos.get(k)!] = spsOf(k);
     }
+    for (const l of lists) for (const sp of l) servicePorts.push(sp);
     if (this.#deltaValid.get(family)) {
       const upserted: ServicePort[] = [];
       const removedKeys: string[] = [];
