@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { ConfigSchema } from '../config-schema/config.ts';
 import { ClusterState } from '../agent/cluster-state.ts';
 import { SnapshotBuilder } from '../agent/snapshot.ts';
-import { compile, plan, render } from '../rules/index.ts';
+import { commitDelta, compile, plan, render } from '../rules/index.ts';
 import { encodeBatch } from '../netlink/batch.ts';
 import { NftSocket } from '../netlink/socket.ts';
 import { syntheticServices, upstreamRuleset, type SyntheticService } from './upstream-layout.ts';
@@ -126,9 +126,11 @@ for (const n of SIZES) {
     const c0 = performance.now();
     state.upsert('EndpointSlice', slice);
     builder.invalidate(state.checkout());
-    const rs2 = compile(builder.build(state, 'IPv4'), { previous: rs });
+    // As the agent's syncer does it: the snapshot delta as a hint, an in-place compile, commit after the ACK.
+    const rs2 = compile(builder.build(state, 'IPv4'), { previous: rs, inPlace: true, changed: builder.lastDelta('IPv4') });
     const p2 = plan(rs, rs2, { full: false, now: Date.now(), stale });
     inc = await sock.sendBatch(p2.ops);
+    commitDelta(rs2);
     incMs.push(performance.now() - c0);
     incOps = p2.ops.length;
     rs = rs2;
