@@ -22,7 +22,7 @@ import { canonicalAddr, cidrContains, formatCidr, parseAddr, parseCidr } from '.
 import type { Chain, Element, Fragment, KeyPart, L4Proto, Rule, Ruleset, SetDef, Stmt } from './model.ts';
 import { S, SKELETON_KEY, buildRuleset, elementKeyText, fingerprintOf, rule } from './model.ts';
 import { endpointNames, servicePortNameString, servicePortNames, truncateComment } from './names.ts';
-import { EndpointAllocator, ownerComment, rebuildEndpointAllocator, selectViaMap } from './endpoint-select.ts';
+import { EndpointAllocator, isEndpointMap, ownerComment, rebuildEndpointAllocator, selectViaMap, shardFragment } from './endpoint-select.ts';
 import { Journal, patchRuleset } from './incremental.ts';
 import {
   CHAINS, SETS, TABLE_COMMENT, addrTypeOf, globalsOf, ifLocal, masqueradeMark, skeletonFragment, tableFamilyOf,
@@ -187,7 +187,7 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
       // Endpoint map (endpoint-select.ts): one rule, N elements in the shared map.
       const owner = truncateComment(ownerComment(servicePortNameString(sp), list));
       endpointOwners.push(owner);
-      const sel = selectViaMap(ctx.alloc, SETS.endpointMap, owner, proto, eps);
+      const sel = selectViaMap(ctx.alloc, owner, proto, eps);
       elements.push(...sel.elements);
       return sel.rules;
     }
@@ -282,6 +282,13 @@ export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset 
       for (const o of old?.endpointOwners ?? []) if (!nf.endpointOwners?.includes(o)) alloc.release(o);
     }
   });
+  // The endpoint maps the allocation needs (reusing the previous objects).
+  for (let i = 0; i < alloc.shards; i++) {
+    const sf = shardFragment(i);
+    const old = prev?.fragments.get(sf.key);
+    byKey.set(sf.key, old ?? sf);
+    if (old) trusted.add(old);
+  }
   // Free the endpoint-map blocks of ServicePorts that are gone (and, without a previous ruleset, of adopted
   // owners that no ServicePort claimed).
   if (prev) {
@@ -305,7 +312,7 @@ export function allocatorOf(rs: Ruleset): EndpointAllocator {
   for (const f of rs.fragments.values()) {
     for (const e of f.elements) {
       const k = e.key[0];
-      if (e.set === SETS.endpointMap && e.endpoint && k?.type === 'numgen') els.push({ key: k.value, comment: e.comment, ip: e.endpoint.ip, port: e.endpoint.port });
+      if (isEndpointMap(e.set) && e.endpoint && k?.type === 'numgen') els.push({ key: k.value, comment: e.comment, ip: e.endpoint.ip, port: e.endpoint.port });
     }
   }
   return rebuildEndpointAllocator(els);
@@ -345,13 +352,18 @@ function compileInPlace(ctx: Ctx, prev: Ruleset, snapshot: Snapshot, globalsFp: 
         changed.push(k);
       }
     } else snapshot.servicePorts.forEach(one);
-    if (!hint && seen.size !== prev.fragments.size - 1) {
+    if (!hint && seen.size !== [...prev.fragments.keys()].filter((k) => !k.startsWith('#')).length) {
       for (const [k, f] of prev.fragments) {
-        if (k === SKELETON_KEY || seen.has(k)) continue;
+        if (k.startsWith('#') || seen.has(k)) continue;
         for (const o of f.endpointOwners ?? []) alloc.release(o);
         removed.push(f);
         changed.push(k);
       }
+    }
+    // New endpoint maps when the allocation grew past the last one (never removed here; a full compile drops them).
+    for (let i = 0; i < alloc.shards; i++) {
+      const sf = shardFragment(i);
+      if (!prev.fragments.has(sf.key)) { added.push(sf); changed.push(sf.key); }
     }
     patchRuleset(prev, j, removed, added);
   } catch (err) {

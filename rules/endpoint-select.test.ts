@@ -4,7 +4,6 @@ import { EndpointAllocator, assignSlots, capacityFor, rebuildEndpointAllocator }
 import { compile } from './compile.ts';
 import { plan } from './plan.ts';
 import { trace } from './trace.ts';
-import { SETS } from './skeleton.ts';
 import { ep, simpleSP, snapshot } from './testdata/fixtures.ts';
 import type { BatchOp } from '../netlink/types.ts';
 
@@ -65,12 +64,12 @@ test('removing an endpoint changes the rule and at most two elements; adding one
   const a = compile(snap(eps));
   const b = compile(snap(eps.filter((_, i) => i !== 1)), { previous: a });
   assert.deepEqual(summary(plan(a, b, { full: false, now: 0, stale: new Map() }).ops), [
-    'flush chain', `delete ${SETS.endpointMap} x2`, 'add rule', `add ${SETS.endpointMap} x1`,
+    'flush chain', `delete endpoint-map-0 x2`, 'add rule', `add endpoint-map-0 x1`,
   ]);
   const c = compile(snap([...eps, ep('10.244.1.6', 8080)]), { previous: a });
-  assert.deepEqual(summary(plan(a, c, { full: false, now: 0, stale: new Map() }).ops), ['flush chain', 'add rule', `add ${SETS.endpointMap} x1`]);
+  assert.deepEqual(summary(plan(a, c, { full: false, now: 0, stale: new Map() }).ops), ['flush chain', 'add rule', `add endpoint-map-0 x1`]);
   // The other Service's block did not move.
-  const other = (rs: typeof a) => rs.fragments.get('ns/b:dns/UDP')!.elements.filter((e) => e.set === SETS.endpointMap).map((e) => e.key[0]);
+  const other = (rs: typeof a) => rs.fragments.get('ns/b:dns/UDP')!.elements.filter((e) => e.set === 'endpoint-map-0').map((e) => e.key[0]);
   assert.deepEqual(other(b), other(a));
   assert.deepEqual(other(c), other(a));
 });
@@ -81,4 +80,31 @@ test('the tracer follows numgen offset + map lookup to every endpoint with equal
   const r = trace(rs, { family: 'ip', src: '10.244.9.9', dst: '10.96.0.10', proto: 'tcp', sport: 40000, dport: 80, path: 'prerouting', iifname: 'eth0' }, { localAddrs: ['192.168.1.11'] });
   const targets = r.dnatTargets.map((t) => `${t.ip}:${t.port}@${t.probability.toFixed(3)}`).sort();
   assert.deepEqual(targets, ['10.244.1.1:8080@0.333', '10.244.1.2:8080@0.333', '10.244.1.3:8080@0.333']);
+});
+
+test('endpoint maps are sharded by key range: blocks never straddle a shard, each rule names its block\'s map', async () => {
+  const { SHARD_KEYS, endpointMapOf } = await import('./endpoint-select.ts');
+  const a = new EndpointAllocator();
+  const b1 = a.assign('x', Array.from({ length: 3 }, (_, i) => `e${i}`));
+  for (let i = 0; i < SHARD_KEYS / 16 - 1; i++) a.assign(`f${i}`, Array.from({ length: 10 }, (_, k) => `e${k}`));
+  const b2 = a.assign('y', Array.from({ length: 10 }, (_, i) => `e${i}`));
+  assert.equal(b1.offset, 0);
+  assert.equal(b2.offset, SHARD_KEYS, 'a 16-key block that would cross the boundary starts the next shard');
+  const big = a.assign('z', Array.from({ length: SHARD_KEYS + 1 }, (_, i) => `e${i}`));
+  assert.equal(big.offset % SHARD_KEYS, 0);
+  assert.equal(a.shards, big.offset / SHARD_KEYS + 2);
+  assert.equal(endpointMapOf(SHARD_KEYS - 1), 'endpoint-map-0');
+  assert.equal(endpointMapOf(SHARD_KEYS), 'endpoint-map-1');
+  // Compiled: 200 Services × 10 endpoints need 4 maps; every dnat rule names the map that holds its keys.
+  const { syntheticCluster } = await import('./testdata/fixtures.ts');
+  const rs = compile(syntheticCluster(200, (sps) => { for (const sp of sps) { const eps = Array.from({ length: 10 }, (_, k) => ep(`10.${200 + k}.0.${sps.indexOf(sp) % 250}`, 80)); sp.clusterEndpoints = eps; sp.allReachableEndpoints = eps; } }));
+  const maps = [...rs.index.sets.keys()].filter((n) => n.startsWith('endpoint-map-'));
+  assert.ok(maps.length >= 2, `${maps.length} maps`);
+  for (const { chain } of rs.index.chains.values()) {
+    for (const r of chain.rules) for (const st of r.stmts) if (st.k === 'dnatMap') assert.equal(st.map, endpointMapOf(st.offset));
+  }
+  for (const [set, els] of rs.index.elements) {
+    if (!set.startsWith('endpoint-map-')) continue;
+    for (const x of els.values()) assert.equal(endpointMapOf((x.element.key[0] as { value: number }).value), set);
+  }
 });

@@ -1,8 +1,9 @@
 /**
- * Endpoint selection through ONE shared endpoint map per table (DESIGN.md §3, picked by the benchmark):
+ * Endpoint selection through shared endpoint maps (DESIGN.md §3, picked by the benchmark; one map per
+ * SHARD_KEYS keys, see there why not one map for the whole table):
  *
- *   map endpoint-map { typeof numgen random mod 1 : ip daddr . th dport ; }
- *   chain service-XXXX-ns/name/tcp/p { meta l4proto tcp dnat ip to numgen random mod N offset K map @endpoint-map }
+ *   map endpoint-map-0 { typeof numgen random mod 1 : ip daddr . th dport ; }
+ *   chain service-XXXX-ns/name/tcp/p { meta l4proto tcp dnat ip to numgen random mod N offset K map @endpoint-map-0 }
  *
  * Each endpoint list (a ServicePort's cluster endpoints, and separately its local endpoints) owns a block of keys
  * [K, K + cap) of the map; its N endpoints sit densely at keys K..K+N-1. The first packet costs one numgen, one
@@ -21,7 +22,7 @@
  * adopts an existing table can rebuild the allocation from the map's elements ({@link rebuildEndpointAllocator}).
  * Pure (no I/O). The allocator is mutable; the compiler clones the previous ruleset's allocator before changing it.
  */
-import type { Element, L4Proto, Rule } from './model.ts';
+import type { Element, Fragment, L4Proto, Rule } from './model.ts';
 import { S, rule } from './model.ts';
 
 /** A block of consecutive map keys owned by one endpoint list. `slots[i]` is the endpoint identity at key offset+i. */
@@ -32,6 +33,34 @@ export interface EndpointBlock {
   readonly cap: number;
   /** Endpoint identities (`ip:port`, `[ip]:port`) in key order; length = the number of endpoints N <= cap. */
   readonly slots: readonly string[];
+}
+
+/**
+ * Keys per endpoint map ("shard"). The kernel checks every new map element against every rule bound to the map
+ * (nf_tables_api.c nft_add_set_elem: a loop over set->bindings), so ONE map for the whole table makes a cold
+ * load quadratic (measured: 18.7 s of kernel time at 10,000 Services × 10, 154 s at 30,000). Key range
+ * [i·SHARD_KEYS, (i+1)·SHARD_KEYS) lives in map `endpoint-map-i`: at most SHARD_KEYS elements and SHARD_KEYS/4
+ * rules per map, and the number of maps grows with the key high-water mark, so the cost stays linear. Blocks
+ * never straddle a shard boundary (a block larger than a shard starts on a boundary and is alone in its map).
+ */
+export const SHARD_KEYS = 1024;
+
+/** Name prefix of the endpoint maps. */
+export const ENDPOINT_MAP_PREFIX = 'endpoint-map-';
+
+/** The shard (map index) holding key `offset`. */
+export function shardOf(offset: number): number {
+  return Math.floor(offset / SHARD_KEYS);
+}
+
+/** The endpoint map holding key `offset`: `endpoint-map-<shard>`. */
+export function endpointMapOf(offset: number): string {
+  return `${ENDPOINT_MAP_PREFIX}${shardOf(offset)}`;
+}
+
+/** True for the name of an endpoint map. */
+export function isEndpointMap(name: string): boolean {
+  return name.startsWith(ENDPOINT_MAP_PREFIX);
 }
 
 /** The smallest block. */
@@ -103,6 +132,9 @@ export class EndpointAllocator {
   /** The first key never allocated (the high-water mark). */
   get highWater(): number { return this.#next; }
 
+  /** How many endpoint maps the allocation needs (shards 0..n-1; at least 1). */
+  get shards(): number { return Math.max(1, Math.ceil(this.#next / SHARD_KEYS)); }
+
   /** All owners and their blocks. */
   entries(): IterableIterator<[string, EndpointBlock]> {
     return this.#blocks.entries();
@@ -148,7 +180,9 @@ export class EndpointAllocator {
   #take(cap: number): number {
     const xs = this.#free.get(cap);
     if (xs && xs.length) return xs.pop()!;
-    const at = this.#next;
+    let at = this.#next;
+    // Never straddle a shard boundary (see SHARD_KEYS); the skipped keys stay unused.
+    if (cap > SHARD_KEYS ? at % SHARD_KEYS !== 0 : shardOf(at) !== shardOf(at + cap - 1)) at = (shardOf(at) + 1) * SHARD_KEYS;
     if (at + cap > MAX_KEY) throw new Error(`endpoint map: the u32 key space is exhausted (${at} + ${cap})`);
     this.#next = at + cap;
     return at;
@@ -192,14 +226,16 @@ export interface SelectEndpoint {
 
 /**
  * The selection rule and map elements of one endpoint list: `meta l4proto P dnat ip to numgen random mod N
- * offset K map @map` and the N elements `K+i comment "owner" : ip . port`. Allocates (or keeps) the owner's block.
+ * offset K map @endpoint-map-S` and the N elements `K+i comment "owner" : ip . port` in that map (S = the shard
+ * of K). Allocates (or keeps) the owner's block.
  * @param eps endpoints, non-empty, identities unique
  * @throws Error when `eps` is empty or the key space is exhausted.
  */
 export function selectViaMap(
-  alloc: EndpointAllocator, map: string, owner: string, proto: L4Proto, eps: readonly SelectEndpoint[],
+  alloc: EndpointAllocator, owner: string, proto: L4Proto, eps: readonly SelectEndpoint[],
 ): { rules: Rule[]; elements: Element[] } {
   const block = alloc.assign(owner, eps.map((e) => e.str));
+  const map = endpointMapOf(block.offset);
   const byStr = new Map(eps.map((e) => [e.str, e]));
   const elements: Element[] = block.slots.map((id, i) => {
     const ep = byStr.get(id)!;
@@ -207,4 +243,16 @@ export function selectViaMap(
   });
   const rules = [rule([S.l4proto(proto), { k: 'dnatMap', mod: eps.length, offset: block.offset, map }])];
   return { rules, elements };
+}
+
+/**
+ * The fragment holding endpoint map `shard` (key `#endpoint-map-<shard>`; fragments whose key starts with '#'
+ * are shared: any ServicePort fragment may reference their sets). Elements belong to the ServicePort fragments.
+ */
+export function shardFragment(shard: number): Fragment {
+  const name = `${ENDPOINT_MAP_PREFIX}${shard}`;
+  return {
+    key: `#${name}`, fingerprint: name, chains: [], elements: [],
+    sets: [{ name, key: ['numgen'], map: 'endpoint', comment: `endpoints: numgen index -> address . port (keys ${shard * SHARD_KEYS}..${(shard + 1) * SHARD_KEYS - 1})` }],
+  };
 }

@@ -314,7 +314,8 @@ export function checkFragmentRefs(
   family: TableFamily, f: Fragment,
   chains: ReadonlyMap<string, { chain: Chain; fragment: string }>, sets: ReadonlyMap<string, { set: SetDef; fragment: string }>,
 ): void {
-  const visible = (owner: string, refFragment: string) => refFragment === owner || refFragment === SKELETON_KEY;
+  // The skeleton and other shared fragments (keys starting with '#', e.g. the endpoint maps) are visible to all.
+  const visible = (owner: string, refFragment: string) => refFragment === owner || refFragment.startsWith('#');
   for (const c of f.chains) {
     for (const r of c.rules) {
       for (const st of r.stmts) {

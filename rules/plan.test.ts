@@ -90,10 +90,10 @@ test('one endpoint change: a small op list touching only that ServicePort, same 
   const chain = servicePortNames({ namespace: 'ns3', name: 'svc3', protocol: 'tcp', portName: 'http' }).clusterChain;
   // The endpoint map: the replaced endpoint's slot changes value; the chain (same N, same block) is untouched.
   assert.ok(chain);
-  assert.deepEqual(opSummary(small.ops), ['delete elements endpoint-map x1', 'add elements endpoint-map x1']);
+  assert.deepEqual(opSummary(small.ops), ['delete elements endpoint-map-0 x1', 'add elements endpoint-map-0 x1']);
   assert.deepEqual(opSummary(big.ops), opSummary(small.ops));
   assert.deepEqual(big.changedFragments, ['ns3/svc3:http/TCP']);
-  assert.match(renderSteps('ip', 'nftproxy', 'c', big.steps), /add element ip nftproxy endpoint-map \{ \d+ comment "ns3\/svc3:http" : 10\.200\.0\.3 \. 8080 \}/);
+  assert.match(renderSteps('ip', 'nftproxy', 'c', big.steps), /add element ip nftproxy endpoint-map-0 \{ \d+ comment "ns3\/svc3:http" : 10\.200\.0\.3 \. 8080 \}/);
 });
 
 test('removed service: elements deleted and chain flushed now, chain deleted by a plan >= 1 s later', () => {
@@ -107,7 +107,7 @@ test('removed service: elements deleted and chain flushed now, chain deleted by 
     'delete elements cluster-ips x1',
     'delete elements service-ips x1',
     'delete elements hairpin-connections x1',
-    'delete elements endpoint-map x3',
+    'delete elements endpoint-map-0 x3',
   ]);
   assert.deepEqual([...p1.stale], [[chain, 10_000]]);
   const k = new FakeKernel();
@@ -163,7 +163,7 @@ test('service losing its endpoints: service-ips -> no-endpoint-services, chain f
   const without = compile(smallCluster({ servicePorts: sps }), { previous: withEps });
   const p = plan(withEps, without, { full: false, now: 0, stale: NO_STALE });
   const chain = servicePortNames({ namespace: 'default', name: 'kubernetes', protocol: 'tcp', portName: 'https' }).clusterChain;
-  assert.deepEqual(opSummary(p.ops), [`flush chain ${chain}`, 'delete elements service-ips x1', 'delete elements endpoint-map x1', 'add elements no-endpoint-services x1']);
+  assert.deepEqual(opSummary(p.ops), [`flush chain ${chain}`, 'delete elements service-ips x1', 'delete elements endpoint-map-0 x1', 'add elements no-endpoint-services x1']);
   const k = new FakeKernel();
   k.apply(toBatchOps(withEps));
   k.apply(p.ops);

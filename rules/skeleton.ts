@@ -46,8 +46,6 @@ export const SETS = {
   noEndpointServices: 'no-endpoint-services',
   noEndpointNodePorts: 'no-endpoint-nodeports',
   firewallIPs: 'firewall-ips',
-  /** Ours (DESIGN §3): the shared endpoint map `typeof numgen random mod 1 : ip daddr . th dport` (endpoint-select.ts). */
-  endpointMap: 'endpoint-map',
 } as const;
 
 /** `ip` / `ip6` from the snapshot family. */
@@ -132,7 +130,6 @@ export function skeletonFragment(snap: Snapshot): Fragment {
     { name: SETS.noEndpointServices, key: [addr, 'inet_proto', 'inet_service'], map: 'verdict', comment: 'vmap to drop or reject packets to services with no endpoints' },
     { name: SETS.noEndpointNodePorts, key: ['inet_proto', 'inet_service'], map: 'verdict', comment: 'vmap to drop or reject packets to service nodeports with no endpoints' },
     { name: SETS.firewallIPs, key: [addr, 'inet_proto', 'inet_service'], map: 'verdict', comment: 'destinations that are subject to LoadBalancerSourceRanges' },
-    { name: SETS.endpointMap, key: ['numgen'], map: 'endpoint', comment: 'endpoints of every service: numgen index -> address . port' },
   ];
 
   const elements: Element[] = [];

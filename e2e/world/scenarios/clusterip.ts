@@ -54,7 +54,7 @@ try {
   const changedAt = Date.now();
   renameSync(join(dir, 'services.json.tmp'), join(dir, 'services.json'));
   // Endpoints live in the shared endpoint map (rules/endpoint-select.ts), not in the service chain.
-  const gone = await poll(() => !inNs(LAB.node, 'nft', ['list', 'map', 'ip', 'nftproxy', 'endpoint-map']).includes('10.244.1.12'), 5000, 20);
+  const gone = await poll(() => !inNs(LAB.node, 'nft', ['list', 'table', 'ip', 'nftproxy']).includes('10.244.1.12'), 5000, 20);
   obs.removalMs = gone ? Date.now() - changedAt : null;
   obs.afterRemoval = connect(LAB.client, 'tcp', '10.96.0.10', 80, 40);
 
