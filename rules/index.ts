@@ -6,7 +6,7 @@
 export { compile, allocatorOf } from './compile.ts';
 export { commitDelta, rollbackDelta, committedView, Journal } from './incremental.ts';
 export type { RulesetDelta } from './incremental.ts';
-export { EndpointAllocator, rebuildEndpointAllocator, capacityFor, ownerComment, assignSlots } from './endpoint-select.ts';
+export { EndpointAllocator, rebuildEndpointAllocator, capacityFor, ownerComment, assignSlots, isEndpointMap, endpointMapOf, shardOf, SHARD_KEYS, ENDPOINT_MAP_PREFIX } from './endpoint-select.ts';
 export type { EndpointBlock } from './endpoint-select.ts';
 export type { CompileOptions } from './compile.ts';
 export { plan, toBatchOps, stepsToOps, creationSteps, fullSteps, STALE_CHAIN_DELAY_MS, ELEMENTS_PER_OP, ELEMENT_BYTES_PER_OP } from './plan.ts';
