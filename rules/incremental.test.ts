@@ -78,3 +78,30 @@ test('an invalid ServicePort in an in-place compile throws and leaves the previo
   assert.deepEqual(dumpOf(a), before);
   assert.equal(a.delta, undefined);
 });
+
+test('in-place compiles over every feature of the fixtures (affinity, eTP Local, LB, NodePort, IPv6) match a fresh load', async () => {
+  const { smallCluster, smallClusterV6 } = await import('./testdata/fixtures.ts');
+  for (const make of [smallCluster, smallClusterV6]) {
+    const base = make();
+    let committed = compile(base, { inPlace: true });
+    const k = new FakeKernel();
+    k.apply(plan(null, committed, { full: true, now: 0, stale: new Map() }).ops);
+    let stale = new Map<string, number>();
+    const variants = [
+      // every ServicePort loses its first endpoint, then gets them back, then half the Services go away
+      base.servicePorts.map((sp) => ({ ...sp, clusterEndpoints: sp.clusterEndpoints.slice(1), localEndpoints: sp.localEndpoints.slice(1), allReachableEndpoints: sp.allReachableEndpoints.slice(1) })),
+      base.servicePorts,
+      base.servicePorts.filter((_, i) => i % 2 === 0),
+      base.servicePorts,
+    ];
+    for (const [step, sps] of variants.entries()) {
+      const desired = compile(make({ servicePorts: sps }), { previous: committed, inPlace: true });
+      const p = plan(committed, desired, { full: false, now: (step + 1) * 5000, stale });
+      k.apply(p.ops);
+      commitDelta(desired);
+      committed = desired;
+      stale = p.stale;
+      assert.deepEqual(k.dump(stale.keys()), dumpOf(committed), `${make.name} step ${step}`);
+    }
+  }
+});
