@@ -312,7 +312,7 @@ export function decodeSet(family: TableFamily, b: Buffer): SetSpec {
   if (ud) {
     const k = udataGet(ud, UDATA_SET.KEYBYTEORDER); if (k) s.keyByteOrder = k.readUInt32LE(0);
     const d = udataGet(ud, UDATA_SET.DATABYTEORDER); if (d) s.dataByteOrder = d.readUInt32LE(0);
-    const t = udataTlvs(ud, UDATA_SET.KEY_TYPEOF, UDATA_SET.DATA_TYPEOF); if (t) s.typeofUdata = t;
+    const t = udataTlvs(ud, 2, UDATA_SET.KEY_TYPEOF, UDATA_SET.DATA_TYPEOF, 5, 6); if (t) s.typeofUdata = t; // MERGE_ELEMENTS, TYPEOFs, EXPR, DATA_INTERVAL
     const c = udataStr(ud, UDATA_SET.COMMENT); if (c !== undefined) s.comment = c;
   }
   return s;

@@ -186,7 +186,7 @@ export interface SetSpec {
   keyByteOrder?: number;
   dataByteOrder?: number;
   /**
-   * NFTNL_UDATA_SET_KEY_TYPEOF (3) and DATA_TYPEOF (4) TLVs, raw (nft's `typeof` declarations; written after the
+   * NFTNL_UDATA_SET_KEY_TYPEOF (3), DATA_TYPEOF (4) and DATA_INTERVAL (6) TLVs (decoded: also 2 and 5), raw (nft's `typeof` declarations; written after the
    * byte orders and before the comment, as nft 1.0.6 does).
    */
   typeofUdata?: Uint8Array;
