@@ -107,6 +107,12 @@ test('kernel: a restarted syncer adopts the real fixture with 0 ops; tampering i
   assert.equal(o.ip6Missing.results[1].full, true);
   assert.equal(o.baseChainChanged.plans.IPv4.kind, 'full');
   assert.deepEqual(o.baseChainChanged.equalAfter, { IPv4: true, IPv6: true });
+  // After an endpoint change the kernel's allocation differs from a cold compile: seeded from the kernel's
+  // endpoint maps, the restarted syncer sends nothing; unseeded, it rewrites the moved endpoint elements.
+  assert.deepEqual(o.history.seeded.change, [4, 0], 'the change was an incremental sync');
+  assert.deepEqual(o.history.seeded.results, [{ family: 'IPv4', full: false, ops: 0 }, { family: 'IPv6', full: false, ops: 0 }]);
+  assert.equal(o.history.seeded.batches, 0);
+  assert.ok(o.history.unseeded.results[0].ops > 0, JSON.stringify(o.history.unseeded));
   // Our own syncer's notifications are ignored; nft's are reported with its process name.
   assert.equal(o.firstNotifications, 0);
   assert.deepEqual(o.tamper.map((c: { op: string }) => c.op), ['DELRULE', 'NEWCHAIN', 'DELSETELEM']);

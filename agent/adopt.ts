@@ -21,6 +21,8 @@
  */
 import type { BatchOp, ChainSpec, ElementSpec, ElementsSpec, Expr, RuleSpec, SetSpec, TableFamily, TableSpec } from '../netlink/types.ts';
 import { NAT_FLAG, NFT_DATA_VERDICT, SET_FLAG } from '../netlink/types.ts';
+import { EndpointAllocator, isEndpointMap, rebuildEndpointAllocator } from '../rules/index.ts';
+import { formatAddr } from '../rules/addr.ts';
 
 /** The dump calls adoption needs (NftSocket has them). */
 export interface TableReader {
@@ -81,11 +83,12 @@ function normExpr(e: Expr): unknown {
     case 'counter': return { type: 'counter' };
     // The kernel reports the default NFT_BITWISE_MASK_XOR (0) even when it was not sent.
     case 'bitwise': return { ...e, op: e.op ?? 0 };
-    // nft_nat_dump(): a max register defaults to the min one, and address registers imply NF_NAT_RANGE_MAP_IPS.
+    // nft_nat_dump(): a max register defaults to the min one; address registers imply NF_NAT_RANGE_MAP_IPS and
+    // proto registers NF_NAT_RANGE_PROTO_SPECIFIED (nft_nat_init sets both flags).
     case 'nat': return {
       ...e,
       regAddrMax: e.regAddrMax ?? e.regAddrMin, regProtoMax: e.regProtoMax ?? e.regProtoMin,
-      flags: (e.flags ?? 0) | (e.regAddrMin !== undefined ? NAT_FLAG.MAP_IPS : 0),
+      flags: (e.flags ?? 0) | (e.regAddrMin !== undefined ? NAT_FLAG.MAP_IPS : 0) | (e.regProtoMin !== undefined ? NAT_FLAG.PROTO_SPECIFIED : 0),
     };
     case 'masq': return { ...e, regProtoMax: e.regProtoMax ?? e.regProtoMin, flags: e.flags || undefined };
     default: return e;
@@ -261,4 +264,30 @@ export function planAdoption(kernel: TableContent | null, desired: TableContent,
 /** Sets are not created in a repair batch, so rules reference them by name only. */
 function stripSetId(e: Expr): Expr {
   return (e.type === 'lookup' || e.type === 'dynset') && e.setId !== undefined ? { ...e, setId: undefined } : e;
+}
+
+/**
+ * The endpoint allocation held by the kernel's endpoint maps (`endpoint-map-<i>`, rules/endpoint-select.ts), so a
+ * restarted agent compiles the same `numgen ... offset K` blocks and element keys and changes nothing that is
+ * already right. Keys are host-order (little-endian) u32 numgen values; data is the address (4 or 16 bytes,
+ * network order) then the port (2 bytes, network order) padded to 4; comments name the owner.
+ * @returns null when the table has no endpoint map elements.
+ * @throws Error when an element is malformed (rebuildEndpointAllocator: no comment, keys not consecutive).
+ */
+export function allocatorFromTable(content: TableContent | null): EndpointAllocator | null {
+  if (!content) return null;
+  const found: Array<{ key: number; comment?: string; ip: string; port: number }> = [];
+  for (const [set, elems] of content.elements) {
+    if (!isEndpointMap(set)) continue;
+    for (const e of elems.values()) {
+      const d = e.data && 'value' in e.data ? e.data.value : null;
+      if (e.key.length !== 4 || !d || (d.length !== 8 && d.length !== 20)) throw new Error(`endpoint map ${set}: malformed element (key ${e.key.length} bytes, data ${d?.length ?? 0} bytes)`);
+      const addrLen = d.length - 4;
+      found.push({
+        key: Buffer.from(e.key).readUInt32LE(0), comment: e.comment,
+        ip: formatAddr(d.subarray(0, addrLen)), port: (d[addrLen] << 8) | d[addrLen + 1],
+      });
+    }
+  }
+  return found.length ? rebuildEndpointAllocator(found) : null;
 }

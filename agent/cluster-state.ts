@@ -12,6 +12,7 @@
  */
 import { EndpointSliceSchema, LABEL, NodeSchema, ServiceSchema, type EndpointSlice, type Node, type Service } from '../config-schema/kubernetes.ts';
 import type { z } from 'zod';
+import { hashString } from '../rules/model.ts';
 
 /** Reports an object that was skipped: `what` is e.g. `Service default/web`, `reason` names the field. */
 export type InvalidObjectReporter = (what: string, reason: string) => void;
@@ -43,11 +44,11 @@ export function describeIssues(err: z.ZodError, input: unknown): string {
 
 /** The relevant content of a Service, for no-op detection. */
 function serviceFingerprint(s: Service): string {
-  return JSON.stringify([s.metadata.labels?.[LABEL.serviceProxyName] ?? null, s.spec, s.status?.loadBalancer ?? null]);
+  return hashString(JSON.stringify([s.metadata.labels?.[LABEL.serviceProxyName] ?? null, s.spec, s.status?.loadBalancer ?? null]));
 }
 
 function sliceFingerprint(s: EndpointSlice): string {
-  return JSON.stringify([s.metadata.labels?.[LABEL.serviceName] ?? null, s.addressType, s.endpoints, s.ports]);
+  return hashString(JSON.stringify([s.metadata.labels?.[LABEL.serviceName] ?? null, s.addressType, s.endpoints, s.ports]));
 }
 
 /** Services, EndpointSlices and the Node, with change tracking. Not thread-safe; the agent is single-threaded. */

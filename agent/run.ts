@@ -32,7 +32,7 @@ import { BoundedFrequencyRunner, systemClock } from './runner.ts';
 import { ChangeMetrics, createProxyMetrics } from './metrics.ts';
 import { ProxyHealth, buildHealthServer, buildMetricsServer, parseBindAddress } from './health.ts';
 import { KubeSource, loadKubeConfig, postStartingEvent } from './kube-source.ts';
-import { contentOf, planAdoption, readTable } from './adopt.ts';
+import { allocatorFromTable, contentOf, planAdoption, readTable, type TableContent } from './adopt.ts';
 import { TamperWatcher } from './tamper.ts';
 import { conntrackStartup, openConntrackCleanup } from './conntrack.ts';
 import { ConfigWatcher } from './config-watch.ts';
@@ -198,16 +198,29 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger, op
     hcChain = hcChain.then(() => hcServers.get(f)!.sync(wanted));
   };
   const adoptTried = new Set<IPFamily>();
+  const found = new Map<IPFamily, TableContent | null>(); // the table dumped for the allocation, reused by adopt
   let tamper: TamperWatcher | null = null;
   // Our batches run while the tamper listener is out of the group (agent/tamper.ts: no notifications built for them).
   const sender = { sendBatch: (ops: readonly BatchOp[]) => (tamper ? tamper.around(() => sock.sendBatch(ops), () => sock.getGeneration()) : sock.sendBatch(ops)) };
   const syncer = new Syncer({
     families, state, builder, sender, now: () => Date.now(), log, metrics, health, onSynced,
+    seedAllocator: async (family) => {
+      if (adoptTried.has(family)) return null;
+      try {
+        const kernel = await readTable(sock, TABLE_FAMILY[family], cfg.tableName);
+        found.set(family, kernel);
+        return allocatorFromTable(kernel);
+      } catch (err) {
+        log.warn({ family, err: (err as Error).message }, 'cannot read the endpoint allocation of the existing table; allocating anew');
+        return null;
+      }
+    },
     adopt: async (family, desired) => {
       if (adoptTried.has(family)) return null;
       adoptTried.add(family);
       try {
-        const kernel = await readTable(sock, TABLE_FAMILY[family], cfg.tableName);
+        const kernel = found.get(family) ?? await readTable(sock, TABLE_FAMILY[family], cfg.tableName);
+        found.delete(family);
         const want = contentOf(toBatchOps(desired));
         if (!want) return null;
         const p = planAdoption(kernel, want);

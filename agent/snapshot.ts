@@ -14,6 +14,7 @@ import { clusterCIDRsOf } from '../config-schema/config.ts';
 import type { EndpointSlice, Service } from '../config-schema/kubernetes.ts';
 import { LABEL } from '../config-schema/kubernetes.ts';
 import type { Endpoint, LocalDetector, ServicePort, Snapshot } from '../config-schema/snapshot.ts';
+import { servicePortKey } from '../config-schema/snapshot.ts';
 import { canonicalAddr, formatAddr, isIPv4, isIPv6, parseAddr, prefixMask } from '../rules/addr.ts';
 import type { TableFamily } from '../netlink/types.ts';
 import { categorizeEndpoints } from './endpoints.ts';
@@ -26,6 +27,14 @@ export type IPFamily = 'IPv4' | 'IPv6';
 const TABLE_FAMILY: Record<IPFamily, TableFamily> = { IPv4: 'ip', IPv6: 'ip6' };
 const inFamily = (f: IPFamily, ip: string) => (f === 'IPv4' ? isIPv4(ip) : isIPv6(ip));
 
+/** The ServicePorts that changed between two builds of one family (SnapshotBuilder.lastDelta). */
+export interface SnapshotDelta {
+  /** ServicePorts of the Services that changed, as now built (added or possibly modified). */
+  servicePorts: ServicePort[];
+  /** `servicePortKey()`s of ServicePorts that no longer exist. */
+  removedKeys: string[];
+}
+
 /**
  * Keeps the ServicePorts built per Service and family, and rebuilds only the Services that changed.
  */
@@ -33,6 +42,17 @@ export class SnapshotBuilder {
   readonly #config: Config;
   readonly #report: InvalidObjectReporter;
   readonly #cache = new Map<string, ServicePort[]>(); // `${family}|ns/name` -> ServicePorts
+  /** Sorted Service keys of the last build, and whether a Service was added or removed since. */
+  #sortedKeys: string[] | null = null;
+  /** Position of each Service key in #sortedKeys. */
+  #pos = new Map<string, number>();
+  /** Per family: the ServicePorts of each Service, aligned with #sortedKeys (null: rebuild from the cache). */
+  readonly #lists = new Map<IPFamily, ServicePort[][] | null>();
+  /** Per family: Services invalidated since that family's last build -> their ServicePorts before. */
+  readonly #touched = new Map<IPFamily, Map<string, ServicePort[] | undefined>>([['IPv4', new Map()], ['IPv6', new Map()]]);
+  /** Per family: false after a node change (every ServicePort may differ) until the next build. */
+  readonly #deltaValid = new Map<IPFamily, boolean>([['IPv4', false], ['IPv6', false]]);
+  readonly #lastDelta = new Map<IPFamily, SnapshotDelta | null>();
 
   readonly #interfaceAddrs: (() => readonly string[]) | null;
 
@@ -49,11 +69,29 @@ export class SnapshotBuilder {
 
   /** Forgets cached ServicePorts of `changes` (all of them when the node changed). */
   invalidate(changes: Changes): void {
-    if (changes.node) { this.#cache.clear(); return; }
-    for (const k of changes.services) {
-      this.#cache.delete(`IPv4|${k}`);
-      this.#cache.delete(`IPv6|${k}`);
+    if (changes.node) {
+      this.#cache.clear();
+      this.#sortedKeys = null;
+      this.#lists.clear();
+      for (const f of this.#touched.keys()) { this.#touched.get(f)!.clear(); this.#deltaValid.set(f, false); }
+      return;
     }
+    for (const k of changes.services) {
+      for (const f of ['IPv4', 'IPv6'] as const) {
+        const t = this.#touched.get(f)!;
+        if (!t.has(k)) t.set(k, this.#cache.get(`${f}|${k}`));
+        this.#cache.delete(`${f}|${k}`);
+      }
+    }
+  }
+
+  /**
+   * What changed in `family`'s ServicePorts between its previous build and its last one: the ServicePorts of the
+   * Services that were invalidated (new objects) and the keys (`servicePortKey`) of ServicePorts that are gone.
+   * Null when unknown (first build, node change): then everything may have changed. A compile hint (O(change)).
+   */
+  lastDelta(family: IPFamily): SnapshotDelta | null {
+    return this.#lastDelta.get(family) ?? null;
   }
 
   /** The desired state of `family`. */
@@ -65,16 +103,46 @@ export class SnapshotBuilder {
       .filter((a) => a.type === 'InternalIP' || a.type === 'ExternalIP')
       .map((a) => a.address).filter((ip) => inFamily(family, ip));
     const servicePorts: ServicePort[] = [];
-    const keys = [...state.services.keys()].sort();
-    for (const key of keys) {
+    const touched = this.#touched.get(family)!;
+    // Re-sort the Service keys only when a Service came or went.
+    if (this.#sortedKeys === null || this.#sortedKeys.length !== state.services.size || [...touched.keys()].some((k) => state.services.has(k) !== (touched.get(k) !== undefined) || !this.#pos.has(k) !== !state.services.has(k))) {
+      this.#sortedKeys = [...state.services.keys()].sort();
+      this.#pos = new Map(this.#sortedKeys.map((k, i) => [k, i]));
+      this.#lists.clear();
+    }
+    const spsOf = (key: string): ServicePort[] => {
       const cacheKey = `${family}|${key}`;
       let sps = this.#cache.get(cacheKey);
       if (!sps) {
         sps = this.#servicePorts(state, state.services.get(key)!, family, zone);
         this.#cache.set(cacheKey, sps);
       }
-      servicePorts.push(...sps);
+      return sps;
+    };
+    let lists = this.#lists.get(family) ?? null;
+    if (lists === null) {
+      lists = this.#sortedKeys.map(spsOf);
+      this.#lists.set(family, lists);
+    } else {
+      // Only the touched Services (the set of Services is unchanged here): O(change) + one flatten.
+      for (const k of touched.keys()) lists[this.#pos.get(k)!] = spsOf(k);
     }
+    for (const l of lists) for (const sp of l) servicePorts.push(sp);
+    if (this.#deltaValid.get(family)) {
+      const upserted: ServicePort[] = [];
+      const removedKeys: string[] = [];
+      for (const [k, before] of touched) {
+        const now = state.services.has(k) ? this.#cache.get(`${family}|${k}`) ?? [] : [];
+        for (const sp of now) upserted.push(sp);
+        const nowKeys = new Set(now.map(servicePortKey));
+        for (const sp of before ?? []) if (!nowKeys.has(servicePortKey(sp))) removedKeys.push(servicePortKey(sp));
+      }
+      this.#lastDelta.set(family, { servicePorts: upserted, removedKeys });
+    } else {
+      this.#lastDelta.set(family, null);
+    }
+    touched.clear();
+    this.#deltaValid.set(family, true);
     return {
       family: family === 'IPv4' ? 'ipv4' : 'ipv6',
       tableName: cfg.tableName,

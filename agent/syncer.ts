@@ -6,7 +6,7 @@
  * kubernetes `pkg/proxy/util`).
  */
 import type { BatchOp } from '../netlink/types.ts';
-import { compile, plan, renderPlan, type Ruleset } from '../rules/index.ts';
+import { commitDelta, compile, plan, renderPlan, rollbackDelta, type Ruleset, type EndpointAllocator } from '../rules/index.ts';
 import type { ClusterState } from './cluster-state.ts';
 import type { IPFamily, SnapshotBuilder } from './snapshot.ts';
 import type { ProxyMetrics } from './metrics.ts';
@@ -58,6 +58,11 @@ export interface SyncerOptions {
    * turn the kernel's table into `desired` (possibly none), or null to do a normal full sync.
    */
   adopt?: (family: IPFamily, desired: Ruleset) => Promise<BatchOp[] | null>;
+  /**
+   * Restart adoption: the endpoint allocation found in the kernel (agent/adopt.ts allocatorFromTable), asked before
+   * the first compile of a family so the restarted agent keeps every `numgen ... offset K` block; null: allocate anew.
+   */
+  seedAllocator?: (family: IPFamily) => Promise<EndpointAllocator | null>;
 }
 
 interface FamilyState {
@@ -84,6 +89,11 @@ export class Syncer {
     return this.#fam.get(family)?.committed ?? null;
   }
 
+  /** Chains of a family flushed by a sync and not yet deleted (they exist, empty, in the kernel). */
+  staleChains(family: IPFamily): string[] {
+    return [...(this.#fam.get(family)?.stale.keys() ?? [])];
+  }
+
   /** Forces the next sync of every family to be full (tamper repair, node zone change). */
   requestFull(): void {
     for (const s of this.#fam.values()) s.needFull = true;
@@ -107,9 +117,12 @@ export class Syncer {
       const now = this.#o.now();
       let full = fs.needFull || fs.committed === null || now - fs.lastFull >= FULL_SYNC_PERIOD_MS;
       const t0 = performance.now();
+      let desired: Ruleset | null = null;
       try {
         const snapshot = builder.build(state, family);
-        const desired = compile(snapshot, { previous: fs.committed });
+        // In place: O(changed ServicePorts); committed after the ACK, rolled back on failure (rules/incremental.ts).
+        const allocator = fs.committed === null && this.#o.seedAllocator ? (await this.#o.seedAllocator(family)) ?? undefined : undefined;
+        desired = compile(snapshot, { previous: fs.committed, inPlace: true, changed: full ? null : builder.lastDelta(family), allocator });
         const t1 = performance.now();
         const adopted = fs.committed === null && this.#o.adopt ? await this.#o.adopt(family, desired) : null;
         if (adopted) full = false;
@@ -120,6 +133,7 @@ export class Syncer {
           if ('steps' in p && log.isLevelEnabled?.('debug')) log.debug({ family, nft: renderPlan(desired, p) }, 'sync delta');
           sent = await this.#o.sender.sendBatch(p.ops);
         }
+        commitDelta(desired);
         fs.committed = desired;
         fs.stale = p.stale;
         fs.needFull = false;
@@ -139,6 +153,7 @@ export class Syncer {
         this.#o.onSynced?.(family, snapshot);
         log.info({ ...r, totalMs: round(performance.now() - t0) }, 'synced');
       } catch (err) {
+        if (desired) rollbackDelta(desired);
         fs.needFull = true;
         metrics?.nftablesSyncFailuresTotal.inc({ ip_family: family });
         log.error({ family, full, err: err instanceof Error ? err.message : String(err) }, 'sync failed; the last good ruleset stays in place and the next sync is full');

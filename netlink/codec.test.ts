@@ -33,6 +33,9 @@ const EVERY_EXPR: Expr[] = [
   { type: 'masq', regProtoMin: 1, regProtoMax: 2 },
   { type: 'numgen', dreg: 1, modulus: 3, ngType: 1, offset: 0 },
   { type: 'numgen', dreg: 1, modulus: 2, ngType: 0 },
+  { type: 'numgen', dreg: 1, modulus: 250, ngType: 1, offset: 65536 },
+  { type: 'lookup', sreg: 1, set: 'endpoint-map-3', setId: 4, dreg: 1 },
+  { type: 'nat', natType: 1, family: 2, regAddrMin: 1, regProtoMin: 9 },
   { type: 'ct', key: 0, dreg: 1 },
   { type: 'ct', key: 20, dreg: 1, direction: 0 },
   { type: 'ct_set', key: 3, sreg: 1 },
@@ -76,6 +79,23 @@ test('rules, sets and elements round-trip', () => {
   const w3 = new NetlinkWriter();
   encodeElements(w3, els, 0, els.elements.length, false);
   assert.deepEqual(decodeElements('ip', w3.bytes()), els);
+});
+
+test('an endpoint map (typeof userdata) and its addr . port elements round-trip', async () => {
+  const { setSpec, elementSpec } = await import('../rules/lower.ts');
+  for (const family of ['ip', 'ip6'] as const) {
+    const set = { ...setSpec(family, 'nftproxy', { name: 'endpoint-map-0', key: ['numgen'], map: 'endpoint', comment: 'e' }), id: 1 };
+    assert.ok(set.typeofUdata && set.typeofUdata.length > 0);
+    const w = new NetlinkWriter();
+    encodeSet(w, set);
+    assert.deepEqual(decodeSet(family, w.bytes()), set);
+    const ip = family === 'ip' ? '10.244.1.7' : 'fd00::7';
+    const els: ElementsSpec = { family, table: 'nftproxy', set: 'endpoint-map-0', elements: [elementSpec(family, { set: 'endpoint-map-0', key: [{ type: 'numgen', value: 1025 }], endpoint: { ip, port: 8080 }, comment: 'ns/web:http' })] };
+    assert.deepEqual([...els.elements[0].key], [1, 4, 0, 0], 'host-order u32 key');
+    const w2 = new NetlinkWriter();
+    encodeElements(w2, els, 0, 1, false);
+    assert.deepEqual(decodeElements(family, w2.bytes()), els);
+  }
 });
 
 test('a batch is BEGIN, messages, END with NLM_F_ACK only on the last message; big element lists are split under 64 KiB', () => {

@@ -29,7 +29,7 @@ export const NFTA_SET_FIELD_LEN = 1;
 export const NFTA_SET_ELEM_LIST = { TABLE: 1, SET: 2, ELEMENTS: 3, SET_ID: 4 } as const;
 export const NFTA_SET_ELEM = { KEY: 1, DATA: 2, FLAGS: 3, TIMEOUT: 4, EXPIRATION: 5, USERDATA: 6, EXPR: 7, OBJREF: 9, KEY_END: 10, EXPRESSIONS: 11 } as const;
 /** libnftnl udata.h: NFTNL_UDATA_SET_KEYBYTEORDER / DATABYTEORDER / COMMENT; NFTNL_UDATA_*_COMMENT = 0 elsewhere. */
-export const UDATA_SET = { KEYBYTEORDER: 0, DATABYTEORDER: 1, COMMENT: 7 } as const;
+export const UDATA_SET = { KEYBYTEORDER: 0, DATABYTEORDER: 1, KEY_TYPEOF: 3, DATA_TYPEOF: 4, COMMENT: 7 } as const;
 export const UDATA_COMMENT = 0;
 /** linux/netfilter.h NF_DROP / NF_ACCEPT as chain policies. */
 const POLICY_NUM = { drop: 0, accept: 1 } as const;
@@ -58,14 +58,27 @@ function udataGet(b: Buffer, type: number): Buffer | undefined {
   }
   return undefined;
 }
+/** The raw TLVs (header included) of the given types, concatenated in their order in `b`, or undefined. */
+function udataTlvs(b: Buffer, ...types: number[]): Uint8Array | undefined {
+  const out: Buffer[] = [];
+  let p = 0;
+  while (p + 2 <= b.length) {
+    const len = b[p + 1];
+    if (p + 2 + len > b.length) break;
+    if (types.includes(b[p])) out.push(b.subarray(p, p + 2 + len));
+    p += 2 + len;
+  }
+  return out.length ? new Uint8Array(Buffer.concat(out)) : undefined;
+}
 const udataStr = (b: Buffer | undefined, type: number) => { const v = b && udataGet(b, type); return v ? read.str(v) : undefined; };
 
-/** Set userdata: KEYBYTEORDER, DATABYTEORDER (u32 host order) and COMMENT, each only when given. */
-export function setUdata(s: Pick<SetSpec, 'keyByteOrder' | 'dataByteOrder' | 'comment'>): Uint8Array | null {
+/** Set userdata: KEYBYTEORDER, DATABYTEORDER (u32 host order), the raw typeof TLVs and COMMENT, each only when given. */
+export function setUdata(s: Pick<SetSpec, 'keyByteOrder' | 'dataByteOrder' | 'typeofUdata' | 'comment'>): Uint8Array | null {
   const parts: number[] = [];
   const u32 = (type: number, v: number) => parts.push(type, 4, v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, (v >>> 24) & 0xff);
   if (s.keyByteOrder !== undefined) u32(UDATA_SET.KEYBYTEORDER, s.keyByteOrder);
   if (s.dataByteOrder !== undefined) u32(UDATA_SET.DATABYTEORDER, s.dataByteOrder);
+  if (s.typeofUdata !== undefined) for (const b of s.typeofUdata) parts.push(b);
   if (s.comment !== undefined) parts.push(...commentUdata(s.comment, UDATA_SET.COMMENT));
   return parts.length ? new Uint8Array(parts) : null;
 }
@@ -299,6 +312,7 @@ export function decodeSet(family: TableFamily, b: Buffer): SetSpec {
   if (ud) {
     const k = udataGet(ud, UDATA_SET.KEYBYTEORDER); if (k) s.keyByteOrder = k.readUInt32LE(0);
     const d = udataGet(ud, UDATA_SET.DATABYTEORDER); if (d) s.dataByteOrder = d.readUInt32LE(0);
+    const t = udataTlvs(ud, 2, UDATA_SET.KEY_TYPEOF, UDATA_SET.DATA_TYPEOF, 5, 6); if (t) s.typeofUdata = t; // MERGE_ELEMENTS, TYPEOFs, EXPR, DATA_INTERVAL
     const c = udataStr(ud, UDATA_SET.COMMENT); if (c !== undefined) s.comment = c;
   }
   return s;

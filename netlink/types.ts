@@ -185,6 +185,11 @@ export interface SetSpec {
   /** NFTNL_UDATA_SET_KEYBYTEORDER / DATABYTEORDER / COMMENT, in that order when present. */
   keyByteOrder?: number;
   dataByteOrder?: number;
+  /**
+   * NFTNL_UDATA_SET_KEY_TYPEOF (3), DATA_TYPEOF (4) and DATA_INTERVAL (6) TLVs (decoded: also 2 and 5), raw (nft's `typeof` declarations; written after the
+   * byte orders and before the comment, as nft 1.0.6 does).
+   */
+  typeofUdata?: Uint8Array;
   comment?: string;
   id?: number;
   handle?: bigint;

@@ -21,23 +21,22 @@ function fragText(rs: Ruleset, key: string) {
   };
 }
 
-test('ClusterIP with endpoints: one service chain (sorted cascade), cluster-ips, service-ips, hairpin for local endpoints', () => {
+test('ClusterIP with endpoints: one service chain (one endpoint-map rule), cluster-ips, service-ips, hairpin for local endpoints, endpoint-map elements', () => {
   const rs = compile(snap([simpleSP({
     namespace: 'ns1', name: 'svc1', portName: 'p80', protocol: 'TCP', clusterIP: '172.30.0.41', port: 80,
     endpoints: [ep('10.180.0.9', 80), ep('10.180.0.10', 8080, true), ep('10.180.0.2', 80)],
   })]));
   assert.deepEqual(fragText(rs, 'ns1/svc1:p80/TCP'), {
     chains: {
-      'service-ULMVA6XW-ns1/svc1/tcp/p80': [
-        'numgen random mod 3 0 meta l4proto tcp dnat to 10.180.0.10:8080',
-        'numgen random mod 2 0 meta l4proto tcp dnat to 10.180.0.2:80',
-        'meta l4proto tcp dnat to 10.180.0.9:80',
-      ],
+      'service-ULMVA6XW-ns1/svc1/tcp/p80': ['meta l4proto tcp dnat ip to numgen random mod 3 map @endpoint-map-0'],
     },
     elements: [
       'cluster-ips: 172.30.0.41',
       'service-ips: 172.30.0.41 . tcp . 80 : goto service-ULMVA6XW-ns1/svc1/tcp/p80',
       'hairpin-connections: 10.180.0.10 . 10.180.0.10 . tcp . 8080',
+      'endpoint-map-0: 0 comment "ns1/svc1:p80" : 10.180.0.10 . 8080',
+      'endpoint-map-0: 1 comment "ns1/svc1:p80" : 10.180.0.2 . 80',
+      'endpoint-map-0: 2 comment "ns1/svc1:p80" : 10.180.0.9 . 80',
     ],
     sets: [],
   });
@@ -56,9 +55,10 @@ test('ClusterIP without endpoints: reject via no-endpoint-services with the ns/s
   assert.deepEqual(fragText(rs, 'ns7/svc7:/TCP').elements[1], 'no-endpoint-services: 172.30.0.47 . tcp . 80 comment "ns7/svc7" : goto reject-chain');
 });
 
-test('single endpoint: no numgen', () => {
+test('single endpoint: the same one-rule shape (mod 1), the endpoint in the map', () => {
   const rs = compile(snap([simpleSP({ namespace: 'a', name: 'b', portName: 'p', protocol: 'SCTP', clusterIP: '10.96.0.5', port: 9, endpoints: [ep('10.244.9.9', 99)] })]));
-  assert.deepEqual(Object.values(fragText(rs, 'a/b:p/SCTP').chains), [['meta l4proto sctp dnat to 10.244.9.9:99']]);
+  assert.deepEqual(Object.values(fragText(rs, 'a/b:p/SCTP').chains), [['meta l4proto sctp dnat ip to numgen random mod 1 map @endpoint-map-0']]);
+  assert.ok(fragText(rs, 'a/b:p/SCTP').elements.includes('endpoint-map-0: 0 comment "a/b:p" : 10.244.9.9 . 99'));
 });
 
 test('fragments: skeleton first, then ServicePorts sorted by key; fingerprints differ per content', () => {
@@ -106,8 +106,8 @@ test('IPv6 skeleton and ClusterIP', () => {
   assert.equal(rs.family, 'ip6');
   const sk = fragText(rs, SKELETON_KEY);
   assert.equal(sk.chains.services[2], 'fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports');
-  assert.deepEqual(fragText(rs, 'a/b:p/TCP').elements, ['cluster-ips: fd00:10:96::1', 'service-ips: fd00:10:96::1 . tcp . 80 : goto service-Q2H2RTD4-a/b/tcp/p']);
-  assert.deepEqual(Object.values(fragText(rs, 'a/b:p/TCP').chains), [['meta l4proto tcp dnat to [fd00:10:244:1::1]:8080']]);
+  assert.deepEqual(fragText(rs, 'a/b:p/TCP').elements, ['cluster-ips: fd00:10:96::1', 'service-ips: fd00:10:96::1 . tcp . 80 : goto service-Q2H2RTD4-a/b/tcp/p', 'endpoint-map-0: 0 comment "a/b:p" : fd00:10:244:1::1 . 8080']);
+  assert.deepEqual(Object.values(fragText(rs, 'a/b:p/TCP').chains), [['meta l4proto tcp dnat ip6 to numgen random mod 1 map @endpoint-map-0']]);
 });
 
 test('eTP Local without local endpoints: service-ips to the external chain AND no-endpoint drop for the same key', () => {

@@ -3,12 +3,12 @@
  *
  * Per ServicePort, upstream's 1.37 decision logic (kubernetes pkg/proxy/nftables/proxier.go syncProxyRules;
  * shared/reference/kube-proxy-nftables.md §2.7), with our endpoint selection (DESIGN.md §3): no per-service set.
- * - 1 endpoint: `meta l4proto tcp dnat to 10.0.0.1:80`;
- * - N > 1: for i in 0..N-2 `numgen random mod (N-i) 0 meta l4proto tcp dnat to ep_i`, then an unconditional
- *   `meta l4proto tcp dnat to ep_(N-1)`. Rule i is reached with probability (N-i)/N and matches with 1/(N-i),
- *   so every endpoint gets 1/N;
+ * - every endpoint list (cluster, local) is ONE rule `meta l4proto tcp dnat ip to numgen random mod N offset K
+ *   map @endpoint-map` over a block of the shared endpoint map (endpoint-select.ts): first-packet cost independent
+ *   of N and of the number of Services, stable keys across syncs;
  * - ClientIP affinity keeps upstream's per-endpoint `affinity-…` timeout sets and `endpoint-…` chains
- *   (`ip saddr @affinity-X goto endpoint-X` first, then the same cascade with `goto endpoint-X`).
+ *   (`ip saddr @affinity-X goto endpoint-X` first, then a cascade `numgen random mod (N-i) 0 goto endpoint-X_i`:
+ *   rule i is reached with probability (N-i)/N and matches with 1/(N-i), so every endpoint gets 1/N).
  * Endpoints are sorted by their `ip:port` string (`[ip]:port` for IPv6), as upstream does.
  *
  * Deviations from upstream, for a ruleset that is always valid: a verdict-map element never points to a chain that
@@ -20,8 +20,10 @@ import type { Endpoint, ServicePort, Snapshot } from '../config-schema/snapshot.
 import { servicePortKey } from '../config-schema/snapshot.ts';
 import { canonicalAddr, cidrContains, formatCidr, parseAddr, parseCidr } from './addr.ts';
 import type { Chain, Element, Fragment, KeyPart, L4Proto, Rule, Ruleset, SetDef, Stmt } from './model.ts';
-import { S, buildRuleset, elementKeyText, fingerprintOf, rule } from './model.ts';
+import { S, SKELETON_KEY, buildRuleset, elementKeyText, fingerprintOf, rule } from './model.ts';
 import { endpointNames, servicePortNameString, servicePortNames, truncateComment } from './names.ts';
+import { EndpointAllocator, isEndpointMap, ownerComment, rebuildEndpointAllocator, selectViaMap, shardFragment } from './endpoint-select.ts';
+import { Journal, patchRuleset } from './incremental.ts';
 import {
   CHAINS, SETS, TABLE_COMMENT, addrTypeOf, globalsOf, ifLocal, masqueradeMark, skeletonFragment, tableFamilyOf,
 } from './skeleton.ts';
@@ -34,6 +36,23 @@ export interface CompileOptions {
    * without even hashing it (snapshots must therefore be treated as immutable).
    */
   previous?: Ruleset | null;
+  /**
+   * The endpoint-map allocation to start from when there is no previous ruleset (restart adoption:
+   * `rebuildEndpointAllocator` of the dumped map). Not modified (cloned).
+   */
+  allocator?: EndpointAllocator;
+  /**
+   * Patch `previous` in place (O(changed ServicePorts) instead of O(cluster); incremental.ts) when its skeleton
+   * is unchanged. The result carries a `delta`; the caller MUST then call `commitDelta(result)` once the kernel
+   * acknowledged the batch, or `rollbackDelta(result)` if it did not, before compiling again.
+   */
+  inPlace?: boolean;
+  /**
+   * With `inPlace`: the ServicePorts that changed since `previous` was compiled (SnapshotBuilder.lastDelta), so
+   * that the compile does not even look at the others. Must be exact: every ServicePort of the snapshot that is not
+   * listed must be the very object `previous` was compiled from. Ignored without `inPlace`.
+   */
+  changed?: { servicePorts: readonly ServicePort[]; removedKeys: readonly string[] } | null;
 }
 
 /** Snapshot-wide values a ServicePort fragment depends on. */
@@ -42,6 +61,7 @@ interface Ctx {
   mark: number;
   snap: Snapshot;
   globalsFp: string;
+  alloc: EndpointAllocator;
 }
 
 const PROTO: Record<ServicePort['protocol'], L4Proto> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
@@ -161,15 +181,23 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
   const affinity = sp.affinityTimeoutSeconds;
   const dnatTo = (ep: Ep): Stmt[] => [S.l4proto(proto), S.dnat(ep.ip, ep.port)];
   const epNames = (ep: Ep) => endpointNames(spn, ep.ip, ep.port);
-  const policyRules = (eps: readonly Ep[]): Rule[] => {
-    if (affinity === null) return selectionRules(eps, dnatTo);
+  const endpointOwners: string[] = [];
+  const policyRules = (eps: readonly Ep[], list: 'cluster' | 'local' = 'cluster'): Rule[] => {
+    if (affinity === null) {
+      // Endpoint map (endpoint-select.ts): one rule, N elements in the shared map.
+      const owner = truncateComment(ownerComment(servicePortNameString(sp), list));
+      endpointOwners.push(owner);
+      const sel = selectViaMap(ctx.alloc, owner, proto, eps);
+      elements.push(...sel.elements);
+      return sel.rules;
+    }
     return [
       ...eps.map((ep) => rule([S.lookup(['saddr'], epNames(ep).affinitySet), S.goto(epNames(ep).chain)])),
       ...selectionRules(eps, (ep) => [S.goto(epNames(ep).chain)]),
     ];
   };
   if (usesClusterChain) chains.push({ name: names.clusterChain, rules: policyRules(clusterEps) });
-  if (usesLocalChain) chains.push({ name: names.localChain, rules: policyRules(localEps) });
+  if (usesLocalChain) chains.push({ name: names.localChain, rules: policyRules(localEps, 'local') });
 
   if (usesExternalChain) {
     const mark = S.markOr(ctx.mark);
@@ -206,7 +234,9 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
     }
   }
 
-  return { key: servicePortKey(sp), fingerprint, chains, sets, elements, elementKeys: elements.map(elementKeyText), source: sp };
+  // The content depends on the endpoint-map blocks too (offsets, slot order): fold them into the fingerprint.
+  const fp = endpointOwners.length ? fingerprintOf([fingerprint, endpointOwners.map((o) => ctx.alloc.get(o))]) : fingerprint;
+  return { key: servicePortKey(sp), fingerprint: fp, inputFingerprint: fingerprint, chains, sets, elements, elementKeys: elements.map(elementKeyText), source: sp, endpointOwners };
 }
 
 /**
@@ -218,13 +248,18 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
 export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset {
   const family = tableFamilyOf(snapshot);
   const globalsFp = fingerprintOf(globalsOf(snapshot));
-  const ctx: Ctx = { family, mark: masqueradeMark(snapshot.masqueradeBit), snap: snapshot, globalsFp };
   const prev = opts.previous && opts.previous.family === family && opts.previous.table === snapshot.tableName ? opts.previous : null;
-
   let skeleton = skeletonFragment(snapshot);
   const prevSkel = prev?.fragments.get(skeleton.key);
   if (prevSkel && prevSkel.fingerprint === skeleton.fingerprint) skeleton = prevSkel;
   const prevGlobals = prevSkel?.fingerprint === skeleton.fingerprint ? globalsFp : null;
+  const mark = masqueradeMark(snapshot.masqueradeBit);
+
+  if (opts.inPlace && prev && skeleton === prevSkel && !prev.delta && prev.endpointAlloc) {
+    return compileInPlace({ family, mark, snap: snapshot, globalsFp, alloc: prev.endpointAlloc }, prev, snapshot, globalsFp, opts.changed ?? null);
+  }
+  const alloc = (prev ? prev.endpointAlloc : opts.allocator)?.clone() ?? new EndpointAllocator();
+  const ctx: Ctx = { family, mark, snap: snapshot, globalsFp, alloc };
 
   const byKey = new Map<string, Fragment>();
   const trusted = new Set<Fragment>();
@@ -238,13 +273,105 @@ export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset 
       return;
     }
     const fp = fingerprintOf([globalsFp, sp]);
-    if (old && old.fingerprint === fp) {
+    if (old && (old.inputFingerprint ?? old.fingerprint) === fp) {
       byKey.set(key, old);
       trusted.add(old);
-    } else byKey.set(key, compileServicePort(ctx, sp, i, fp));
+    } else {
+      const nf = compileServicePort(ctx, sp, i, fp);
+      byKey.set(key, nf);
+      for (const o of old?.endpointOwners ?? []) if (!nf.endpointOwners?.includes(o)) alloc.release(o);
+    }
   });
+  // The endpoint maps the allocation needs (reusing the previous objects).
+  for (let i = 0; i < alloc.shards; i++) {
+    const sf = shardFragment(i);
+    const old = prev?.fragments.get(sf.key);
+    byKey.set(sf.key, old ?? sf);
+    if (old) trusted.add(old);
+  }
+  // Free the endpoint-map blocks of ServicePorts that are gone (and, without a previous ruleset, of adopted
+  // owners that no ServicePort claimed).
+  if (prev) {
+    for (const [k, f] of prev.fragments) if (!byKey.has(k)) for (const o of f.endpointOwners ?? []) alloc.release(o);
+  } else if (alloc.size) {
+    const used = new Set<string>();
+    for (const f of byKey.values()) for (const o of f.endpointOwners ?? []) used.add(o);
+    for (const [o] of [...alloc.entries()]) if (!used.has(o)) alloc.release(o);
+  }
   const keys = [...byKey.keys()].sort();
   if (skeleton === prevSkel) trusted.add(skeleton);
   else trusted.clear(); // a new skeleton may have changed what the reused fragments reference
-  return buildRuleset(family, snapshot.tableName, TABLE_COMMENT, [skeleton, ...keys.map((k) => byKey.get(k)!)], { trusted });
+  const rs = buildRuleset(family, snapshot.tableName, TABLE_COMMENT, [skeleton, ...keys.map((k) => byKey.get(k)!)], { trusted });
+  rs.endpointAlloc = alloc;
+  return rs;
+}
+
+/** The endpoint-map allocation a ruleset's fragments hold (after a rollback, or to check one). */
+export function allocatorOf(rs: Ruleset): EndpointAllocator {
+  const els: Array<{ key: number; comment?: string; ip: string; port: number }> = [];
+  for (const f of rs.fragments.values()) {
+    for (const e of f.elements) {
+      const k = e.key[0];
+      if (isEndpointMap(e.set) && e.endpoint && k?.type === 'numgen') els.push({ key: k.value, comment: e.comment, ip: e.endpoint.ip, port: e.endpoint.port });
+    }
+  }
+  return rebuildEndpointAllocator(els);
+}
+
+/** The in-place path of {@link compile} (see CompileOptions.inPlace). */
+function compileInPlace(ctx: Ctx, prev: Ruleset, snapshot: Snapshot, globalsFp: string, hint: CompileOptions['changed']): Ruleset {
+  const alloc = ctx.alloc;
+  const removed: Fragment[] = [];
+  const added: Fragment[] = [];
+  const changed: string[] = [];
+  const seen = new Set<string>();
+  const j = new Journal();
+  const one = (sp: ServicePort, i: number) => {
+    const key = servicePortKey(sp);
+    if (seen.has(key)) throw new Error(`servicePorts[${i < 0 ? snapshot.servicePorts.indexOf(sp) : i}]: duplicate ServicePort ${key}`);
+    seen.add(key);
+    const old = prev.fragments.get(key);
+    if (old && old.source === sp) return;
+    const fp = fingerprintOf([globalsFp, sp]);
+    if (old && (old.inputFingerprint ?? old.fingerprint) === fp) return;
+    const nf = compileServicePort(ctx, sp, i < 0 ? snapshot.servicePorts.indexOf(sp) : i, fp);
+    for (const o of old?.endpointOwners ?? []) if (!nf.endpointOwners?.includes(o)) alloc.release(o);
+    if (old) removed.push(old);
+    added.push(nf);
+    changed.push(key);
+  };
+  try {
+    if (hint) {
+      // O(change): only the ServicePorts the snapshot builder rebuilt, and the keys it dropped.
+      for (const sp of hint.servicePorts) one(sp, -1);
+      for (const k of hint.removedKeys) {
+        const f = prev.fragments.get(k);
+        if (!f || seen.has(k)) continue;
+        for (const o of f.endpointOwners ?? []) alloc.release(o);
+        removed.push(f);
+        changed.push(k);
+      }
+    } else snapshot.servicePorts.forEach(one);
+    if (!hint && seen.size !== [...prev.fragments.keys()].filter((k) => !k.startsWith('#')).length) {
+      for (const [k, f] of prev.fragments) {
+        if (k.startsWith('#') || seen.has(k)) continue;
+        for (const o of f.endpointOwners ?? []) alloc.release(o);
+        removed.push(f);
+        changed.push(k);
+      }
+    }
+    // New endpoint maps when the allocation grew past the last one (never removed here; a full compile drops them).
+    for (let i = 0; i < alloc.shards; i++) {
+      const sf = shardFragment(i);
+      if (!prev.fragments.has(sf.key)) { added.push(sf); changed.push(sf.key); }
+    }
+    patchRuleset(prev, j, removed, added);
+  } catch (err) {
+    j.rollback();
+    prev.endpointAlloc = allocatorOf(prev);
+    throw err;
+  }
+  const rs: Ruleset = { family: prev.family, table: prev.table, comment: prev.comment, fragments: prev.fragments, index: prev.index, endpointAlloc: alloc };
+  rs.delta = { base: prev, changed, journal: j, onRollback: () => { const a = allocatorOf(prev); prev.endpointAlloc = a; rs.endpointAlloc = a; } };
+  return rs;
 }

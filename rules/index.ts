@@ -3,7 +3,11 @@
  * See model.ts for the data model, compile.ts for the compiler, plan.ts for the planner, render.ts for the nft
  * text, lower.ts for the netlink lowering and trace.ts for the packet tracer.
  */
-export { compile } from './compile.ts';
+export { compile, allocatorOf } from './compile.ts';
+export { commitDelta, rollbackDelta, committedView, Journal } from './incremental.ts';
+export type { RulesetDelta } from './incremental.ts';
+export { EndpointAllocator, rebuildEndpointAllocator, capacityFor, ownerComment, assignSlots, isEndpointMap, endpointMapOf, shardOf, SHARD_KEYS, ENDPOINT_MAP_PREFIX } from './endpoint-select.ts';
+export type { EndpointBlock } from './endpoint-select.ts';
 export type { CompileOptions } from './compile.ts';
 export { plan, toBatchOps, stepsToOps, creationSteps, fullSteps, STALE_CHAIN_DELAY_MS, ELEMENTS_PER_OP, ELEMENT_BYTES_PER_OP } from './plan.ts';
 export type { PlanOptions, PlanStep, SyncPlan } from './plan.ts';

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { render } from './render.ts';
-import { elementKeyBytes, formatExprs, formatKeyWords, lowerRule, lowerStmt, setSpec } from './lower.ts';
+import { elementKeyBytes, endpointDataBytes, formatExprs, formatKeyWords, lowerRule, lowerStmt, setSpec } from './lower.ts';
 import { fullSteps } from './plan.ts';
 import { GOLDENS } from './testdata/goldens.ts';
 import { verdictText } from './model.ts';
@@ -69,7 +69,7 @@ for (const [name, make] of Object.entries(GOLDENS)) {
           ourElems.push({
             set: st.set,
             key: formatKeyWords(elementKeyBytes(rs.family, e.key)),
-            data: e.verdict ? verdictText(e.verdict).replace(/^(goto|jump) /, '$1 -> ') : '',
+            data: e.verdict ? verdictText(e.verdict).replace(/^(goto|jump) /, '$1 -> ') : e.endpoint ? formatKeyWords(endpointDataBytes(rs.family, e.endpoint)) : '',
             ...(e.comment !== undefined ? { comment: e.comment } : {}),
           });
         }

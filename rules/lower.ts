@@ -57,12 +57,30 @@ export function keyTypeLen(t: KeyType): number {
     case 'ipv6_addr': return 16;
     case 'inet_proto': return 1;
     case 'inet_service': return 2;
+    case 'numgen': return 4;
   }
 }
 
 const DATATYPE_OF: Record<KeyType, number> = {
   ipv4_addr: DATATYPE.IPADDR, ipv6_addr: DATATYPE.IP6ADDR, inet_proto: DATATYPE.INET_PROTOCOL, inet_service: DATATYPE.INET_SERVICE,
+  numgen: DATATYPE.INTEGER,
 };
+
+/**
+ * The userdata nft 1.0.6 writes for `typeof numgen random mod 1 : ip daddr . th dport` (and `ip6 daddr`): the
+ * NFTNL_UDATA_SET_KEY_TYPEOF (3) and DATA_TYPEOF (4) TLVs, captured with `nft --debug=mnl` (nftables
+ * src/expression.c / payload.c / numgen.c build_udata). nft needs them to print the map with `typeof` and its
+ * elements as plain numbers.
+ */
+const ENDPOINT_MAP_TYPEOF_HEX: Record<TableFamily, string> = {
+  ip: '031a0004170000000112000401000000010401000000020400000000043400040d000000012c0014000407000000010c00040c00000001040c0000000114000407000000010c00040b000000010402000000060400000000',
+  ip6: '031a0004170000000112000401000000010401000000020400000000043400040d000000012c0014000407000000010c00040d0000000104090000000114000407000000010c00040b000000010402000000060400000000',
+};
+
+/** Register (32-bit unit) of the port after an address in NFT_REG_1 (ip: NFT_REG32_01 = 9; ip6: NFT_REG_2 = 2). */
+export function endpointPortReg(family: TableFamily): number {
+  return family === 'ip' ? 9 : 2;
+}
 
 /** Padded (4-byte units) total key length of a set key: concatenations pad every component; a single key does not. */
 export function keyLen(types: readonly KeyType[]): number {
@@ -191,6 +209,17 @@ export function lowerStmt(family: TableFamily, s: Stmt): Expr[] {
           : { type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: hostU32(0xffffffff), xor: hostU32(s.bits) },
         { type: 'meta_set', key: META_KEY.MARK, sreg: 1 },
       ];
+    case 'dnatMap':
+      if (!Number.isInteger(s.mod) || s.mod < 1 || !Number.isInteger(s.offset) || s.offset < 0 || s.offset + s.mod > 0xffffffff) {
+        throw new Error(`dnat map: mod ${s.mod} offset ${s.offset} is invalid (need mod >= 1, offset >= 0)`);
+      }
+      // nft 1.0.6: `[ numgen reg 1 = random mod N offset K ] [ lookup reg 1 set M dreg 1 ]
+      // [ nat dnat ip addr_min reg 1 proto_min reg 9 ]` (ip6: proto_min reg 2); no NFTA_NAT_FLAGS.
+      return [
+        { type: 'numgen', dreg: 1, modulus: s.mod, ngType: NUMGEN_TYPE.RANDOM, offset: s.offset },
+        { type: 'lookup', sreg: 1, set: s.map, dreg: 1 },
+        { type: 'nat', natType: NAT_TYPE.DNAT, family: FAMILY_NUMBER[family], regAddrMin: 1, regProtoMin: endpointPortReg(family) },
+      ];
     case 'dnat': {
       if (!Number.isInteger(s.port) || s.port < 1 || s.port > 65535) throw new Error(`dnat: port ${s.port} is out of range 1..65535`);
       return [
@@ -257,6 +286,17 @@ export function setSpec(family: TableFamily, table: string, s: SetDef): SetSpec 
   if (s.timeoutSec !== undefined) flags |= SET_FLAG.TIMEOUT | SET_FLAG.EVAL;
   const keyType = s.key.reduce((acc, t) => (acc << 6) | DATATYPE_OF[t], 0);
   const spec: SetSpec = { family, table, name: s.name, flags, keyType, keyLen: keyLen(s.key) };
+  if (s.map === 'endpoint') {
+    // typeof numgen random mod 1 : ip daddr . th dport -- as nft 1.0.6 sends it.
+    const addr: KeyType = family === 'ip' ? 'ipv4_addr' : 'ipv6_addr';
+    spec.dataType = (DATATYPE_OF[addr] << 6) | DATATYPE.INET_SERVICE;
+    spec.dataLen = keyLen([addr, 'inet_service']);
+    spec.keyByteOrder = BYTEORDER.HOST;
+    spec.dataByteOrder = BYTEORDER.INVALID;
+    spec.typeofUdata = new Uint8Array(Buffer.from(ENDPOINT_MAP_TYPEOF_HEX[family], 'hex'));
+    if (s.comment !== undefined) spec.comment = s.comment;
+    return spec;
+  }
   if (s.map) { spec.dataType = NFT_DATA_VERDICT; spec.dataLen = 0; }
   if (s.timeoutSec !== undefined) spec.timeoutMs = BigInt(s.timeoutSec) * 1000n;
   spec.keyByteOrder = s.key.length > 1 ? BYTEORDER.INVALID : BYTEORDER.BIG;
@@ -273,6 +313,9 @@ function keyPartBytes(family: TableFamily, p: KeyPart): Uint8Array {
     case 'inet_service':
       if (!Number.isInteger(p.port) || p.port < 0 || p.port > 65535) throw new Error(`element port ${p.port} is out of range 0..65535`);
       return beU16(p.port);
+    case 'numgen':
+      if (!Number.isInteger(p.value) || p.value < 0 || p.value > 0xffffffff) throw new Error(`element index ${p.value} is out of range 0..2^32-1`);
+      return hostU32(p.value);
   }
 }
 
@@ -286,10 +329,25 @@ export function elementKeyBytes(family: TableFamily, key: readonly KeyPart[]): U
   return out;
 }
 
+/**
+ * Register bytes of an endpoint-map value `addr . port`: the address, then the port (network order) padded to
+ * 4 bytes (ip: 8 bytes, ip6: 20 bytes).
+ * @throws Error on an address of the wrong family or a port outside 1..65535.
+ */
+export function endpointDataBytes(family: TableFamily, ep: { ip: string; port: number }): Uint8Array {
+  if (!Number.isInteger(ep.port) || ep.port < 1 || ep.port > 65535) throw new Error(`endpoint port ${ep.port} is out of range 1..65535`);
+  const a = parseAddr(family, ep.ip, 'endpoint address');
+  const out = new Uint8Array(a.length + 4);
+  out.set(a, 0);
+  out.set(beU16(ep.port), a.length);
+  return out;
+}
+
 /** The ElementSpec of an element. */
 export function elementSpec(family: TableFamily, e: Element): ElementSpec {
   const spec: ElementSpec = { key: elementKeyBytes(family, e.key) };
   if (e.verdict) spec.data = { verdict: e.verdict };
+  if (e.endpoint) spec.data = { value: endpointDataBytes(family, e.endpoint) };
   if (e.comment !== undefined) spec.comment = e.comment;
   return spec;
 }

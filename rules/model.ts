@@ -16,9 +16,10 @@
  * - a rule or element of a ServicePort fragment references only chains/sets of its own fragment or of the
  *   skeleton; skeleton rules and elements reference only the skeleton.
  */
-import { createHash } from 'node:crypto';
 import type { TableFamily, Verdict } from '../netlink/types.ts';
 import { canonicalAddr } from './addr.ts';
+import type { EndpointAllocator } from './endpoint-select.ts';
+import type { RulesetDelta } from './incremental.ts';
 
 /** The fragment key of the skeleton. Not a valid `servicePortKey()` (those contain '/' and ':'). */
 export const SKELETON_KEY = '#skeleton';
@@ -30,8 +31,12 @@ export const L4PROTO_NUMBER: Record<L4Proto, number> = { tcp: 6, udp: 17, sctp: 
 /** Packet fields usable as (components of) set keys: `ip saddr`, `ip daddr`, `meta l4proto`, `th dport`. */
 export type KeyField = 'saddr' | 'daddr' | 'l4proto' | 'dport';
 
-/** nft datatypes of set keys we use (nftables include/datatype.h: ipv4_addr 7, ipv6_addr 8, inet_proto 12, inet_service 13). */
-export type KeyType = 'ipv4_addr' | 'ipv6_addr' | 'inet_proto' | 'inet_service';
+/**
+ * nft datatypes of set keys we use (nftables include/datatype.h: ipv4_addr 7, ipv6_addr 8, inet_proto 12,
+ * inet_service 13). `numgen` is nft's `integer` (4) as `typeof numgen random mod 1` declares it: a u32 in host
+ * byte order (the endpoint map's key).
+ */
+export type KeyType = 'ipv4_addr' | 'ipv6_addr' | 'inet_proto' | 'inet_service' | 'numgen';
 
 /** The key type a packet field has in a table of `family`. */
 export function keyTypeOf(family: TableFamily, f: KeyField): KeyType {
@@ -70,6 +75,12 @@ export type Stmt =
   | { k: 'numgen'; mod: number; value: number }
   /** `meta mark set meta mark | 0x00004000` (or) / `meta mark set meta mark ^ 0x00004000` (xor). */
   | { k: 'markSet'; op: 'or' | 'xor'; bits: number }
+  /**
+   * `dnat ip to numgen random mod 3 offset 5 map @endpoint-map` (`offset 0` is not printed): picks one of the
+   * keys offset..offset+mod-1 of an endpoint map (addr . port data) at random and DNATs to it. Needs a preceding
+   * `meta l4proto` match.
+   */
+  | { k: 'dnatMap'; mod: number; offset: number; map: string }
   /** `dnat to 10.0.0.1:80` / `dnat to [fd00::1]:80`. Needs a preceding `meta l4proto` match (nft requires it). */
   | { k: 'dnat'; addr: string; port: number }
   /** `masquerade fully-random` / `masquerade`. */
@@ -108,12 +119,13 @@ export interface Chain {
 
 /**
  * A named set or map. `key` has one type, or several for a concatenation. `map: 'verdict'` makes it a verdict
- * map. `timeoutSec` makes it a `flags dynamic,timeout` set with that default timeout (seconds).
+ * map; `map: 'endpoint'` an endpoint map (`typeof numgen random mod 1 : ip daddr . th dport`: key a u32 index,
+ * data `addr . inet_service`). `timeoutSec` makes it a `flags dynamic,timeout` set with that default timeout (seconds).
  */
 export interface SetDef {
   name: string;
   key: readonly KeyType[];
-  map?: 'verdict';
+  map?: 'verdict' | 'endpoint';
   timeoutSec?: number;
   comment?: string;
 }
@@ -123,13 +135,17 @@ export type KeyPart =
   | { type: 'ipv4_addr'; ip: string }
   | { type: 'ipv6_addr'; ip: string }
   | { type: 'inet_proto'; proto: L4Proto }
-  | { type: 'inet_service'; port: number };
+  | { type: 'inet_service'; port: number }
+  /** A u32 (0..2^32-1), host byte order in the register. */
+  | { type: 'numgen'; value: number };
 
-/** An element of a named set (no verdict) or verdict map (with one). */
+/** An element of a named set (no verdict), verdict map (with one) or endpoint map (with `endpoint`). */
 export interface Element {
   set: string;
   key: readonly KeyPart[];
   verdict?: Verdict;
+  /** Endpoint maps: the DNAT target (address canonical for the family; port 1..65535). */
+  endpoint?: { ip: string; port: number };
   comment?: string;
 }
 
@@ -138,6 +154,8 @@ export interface Fragment {
   key: string;
   /** Equal fingerprints imply equal content (computed once, at compile time). */
   fingerprint: string;
+  /** The fingerprint of the compiler's input (ServicePort + globals) when it differs from `fingerprint`. */
+  inputFingerprint?: string;
   chains: readonly Chain[];
   sets: readonly SetDef[];
   elements: readonly Element[];
@@ -148,6 +166,8 @@ export interface Fragment {
    * when the next snapshot holds the very same object (snapshots are treated as immutable).
    */
   source?: unknown;
+  /** Owners (element comments) of the endpoint-map blocks this fragment holds (endpoint-select.ts). */
+  endpointOwners?: readonly string[];
 }
 
 /** An element as the ruleset index holds it: texts are the identity (key) and the value (verdict + comment). */
@@ -176,6 +196,10 @@ export interface Ruleset {
   /** Skeleton first, then ServicePort fragments (sorted by key). */
   fragments: ReadonlyMap<string, Fragment>;
   index: RulesetIndex;
+  /** The endpoint-map key allocation of this ruleset (set by compile(); endpoint-select.ts). */
+  endpointAlloc?: EndpointAllocator;
+  /** Set by an in-place compile until committed or rolled back (incremental.ts). */
+  delta?: RulesetDelta;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -228,6 +252,7 @@ export function keyPartText(p: KeyPart): string {
     case 'ipv6_addr': return canonicalAddr('ip6', p.ip);
     case 'inet_proto': return p.proto;
     case 'inet_service': return String(p.port);
+    case 'numgen': return String(p.value);
   }
 }
 
@@ -237,8 +262,8 @@ export function elementKeyText(e: Pick<Element, 'key'>): string {
 }
 
 /** The value identity of an element: verdict text and comment (a change of either is a change of the element). */
-export function elementValueText(e: Pick<Element, 'verdict' | 'comment'>): string {
-  return `${e.verdict ? verdictText(e.verdict) : ''}|${e.comment ?? ''}`;
+export function elementValueText(e: Pick<Element, 'verdict' | 'comment' | 'endpoint'>): string {
+  return `${e.verdict ? verdictText(e.verdict) : ''}|${e.comment ?? ''}${e.endpoint ? `|${e.endpoint.ip}.${e.endpoint.port}` : ''}`;
 }
 
 /** Names of the chains a statement jumps or goes to. */
@@ -251,15 +276,85 @@ export function stmtSetRefs(s: Stmt): string[] {
   if (s.k === 'lookup') return [s.set];
   if (s.k === 'vmap') return [s.map];
   if (s.k === 'update') return [s.set];
+  if (s.k === 'dnatMap') return [s.map];
   return [];
 }
 
-/** A short stable digest (sha256, base64url, 22 chars) of a JSON-able value. */
-export function fingerprintOf(value: unknown): string {
-  return createHash('sha256').update(JSON.stringify(value)).digest('base64url').slice(0, 22);
+/**
+ * A fast 64-bit string hash (two multiply-xor lanes, cyrb53-style finalizer) plus the length, as text. Not
+ * cryptographic: used for change detection, where a collision (probability ~2^-64 per comparison) would only
+ * delay a change until the next full resync.
+ */
+export function hashString(str: string): string {
+  let h1 = 0xdeadbeef, h2 = 0x41c6ce57;
+  for (let i = 0; i < str.length; i++) {
+    const c = str.charCodeAt(i);
+    h1 = Math.imul(h1 ^ c, 2654435761);
+    h2 = Math.imul(h2 ^ c, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  return `${(h2 >>> 0).toString(36)}.${(h1 >>> 0).toString(36)}.${str.length.toString(36)}`;
 }
 
-const KEY_PART_TYPES: Record<KeyPart['type'], true> = { ipv4_addr: true, ipv6_addr: true, inet_proto: true, inet_service: true };
+/** A short stable digest of a JSON-able value: {@link hashString} of its JSON (equal values, equal digests). */
+export function fingerprintOf(value: unknown): string {
+  return hashString(JSON.stringify(value));
+}
+
+const KEY_PART_TYPES: Record<KeyPart['type'], true> = { ipv4_addr: true, ipv6_addr: true, inet_proto: true, inet_service: true, numgen: true };
+
+/**
+ * Checks one fragment against the table's chains and sets: references to unknown chains/sets or to another
+ * ServicePort's objects, statement/set kind and key-type mismatches, and its elements' sets, key types, verdicts
+ * and endpoint data.
+ * @throws Error naming the chain or element and the fragment.
+ */
+export function checkFragmentRefs(
+  family: TableFamily, f: Fragment,
+  chains: ReadonlyMap<string, { chain: Chain; fragment: string }>, sets: ReadonlyMap<string, { set: SetDef; fragment: string }>,
+): void {
+  // The skeleton and other shared fragments (keys starting with '#', e.g. the endpoint maps) are visible to all.
+  const visible = (owner: string, refFragment: string) => refFragment === owner || refFragment.startsWith('#');
+  for (const c of f.chains) {
+    for (const r of c.rules) {
+      for (const st of r.stmts) {
+        for (const ref of stmtChainRefs(st)) {
+          const t = chains.get(ref);
+          if (!t) throw new Error(`ruleset: chain ${c.name} references unknown chain ${JSON.stringify(ref)}`);
+          if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references chain ${ref} of ${t.fragment}`);
+        }
+        for (const ref of stmtSetRefs(st)) {
+          const t = sets.get(ref);
+          if (!t) throw new Error(`ruleset: chain ${c.name} references unknown set ${JSON.stringify(ref)}`);
+          if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references set ${ref} of ${t.fragment}`);
+          if (st.k === 'vmap' && t.set.map !== 'verdict') throw new Error(`ruleset: chain ${c.name}: vmap on ${ref}, which is not a verdict map`);
+          if (st.k === 'lookup' && t.set.map) throw new Error(`ruleset: chain ${c.name}: set lookup on map ${ref}`);
+          if (st.k === 'dnatMap' && t.set.map !== 'endpoint') throw new Error(`ruleset: chain ${c.name}: dnat map on ${ref}, which is not an endpoint map`);
+          if (st.k === 'vmap' || st.k === 'lookup') {
+            const want = st.key.map((k) => keyTypeOf(family, k)).join(' . ');
+            if (want !== t.set.key.join(' . ')) throw new Error(`ruleset: chain ${c.name}: key ${want} does not match ${ref} (${t.set.key.join(' . ')})`);
+          }
+        }
+      }
+    }
+  }
+  for (const e of f.elements) {
+    const t = sets.get(e.set);
+    if (!t) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
+    if (!visible(f.key, t.fragment)) throw new Error(`ruleset: element of set ${e.set} (${t.fragment}) in ${f.key}`);
+    if (e.key.length !== t.set.key.length || e.key.some((p, i) => !KEY_PART_TYPES[p.type] || p.type !== t.set.key[i])) {
+      throw new Error(`ruleset: element ${JSON.stringify(e.key)} of ${f.key} does not match the key type ${t.set.key.join(' . ')} of ${e.set}`);
+    }
+    if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'verdict' ? 'missing' : 'unexpected'} verdict`);
+    if (!!e.endpoint !== (t.set.map === 'endpoint')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'endpoint' ? 'missing' : 'unexpected'} endpoint data`);
+    if (e.verdict && (e.verdict.kind === 'goto' || e.verdict.kind === 'jump')) {
+      const c = chains.get(e.verdict.chain);
+      if (!c) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to unknown chain ${JSON.stringify(e.verdict.chain)}`);
+      if (!visible(f.key, c.fragment)) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to chain ${e.verdict.chain} of ${c.fragment}`);
+    }
+  }
+}
 
 /**
  * Assembles a ruleset from fragments (skeleton first) and builds its index. `opts.trusted` fragments (already
@@ -289,51 +384,15 @@ export function buildRuleset(
       sets.set(s.name, { set: s, fragment: f.key });
     }
   }
-  const visible = (owner: string, refFragment: string) => refFragment === owner || refFragment === SKELETON_KEY;
   const elements = new Map<string, Map<string, IndexedElement>>();
   for (const s of sets.keys()) elements.set(s, new Map());
   for (const f of fragments) {
-    const check = !opts.trusted?.has(f);
-    if (check) for (const c of f.chains) {
-      for (const r of c.rules) {
-        for (const st of r.stmts) {
-          for (const ref of stmtChainRefs(st)) {
-            const t = chains.get(ref);
-            if (!t) throw new Error(`ruleset: chain ${c.name} references unknown chain ${JSON.stringify(ref)}`);
-            if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references chain ${ref} of ${t.fragment}`);
-          }
-          for (const ref of stmtSetRefs(st)) {
-            const t = sets.get(ref);
-            if (!t) throw new Error(`ruleset: chain ${c.name} references unknown set ${JSON.stringify(ref)}`);
-            if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references set ${ref} of ${t.fragment}`);
-            if (st.k === 'vmap' && t.set.map !== 'verdict') throw new Error(`ruleset: chain ${c.name}: vmap on ${ref}, which is not a verdict map`);
-            if (st.k === 'lookup' && t.set.map) throw new Error(`ruleset: chain ${c.name}: set lookup on map ${ref}`);
-            if (st.k === 'vmap' || st.k === 'lookup') {
-              const want = st.key.map((k) => keyTypeOf(family, k)).join(' . ');
-              if (want !== t.set.key.join(' . ')) throw new Error(`ruleset: chain ${c.name}: key ${want} does not match ${ref} (${t.set.key.join(' . ')})`);
-            }
-          }
-        }
-      }
-    }
+    if (!opts.trusted?.has(f)) checkFragmentRefs(family, f, chains, sets);
     for (let ei = 0; ei < f.elements.length; ei++) {
       const e = f.elements[ei];
-      const t = sets.get(e.set);
-      if (!t) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
-      if (check) {
-      if (!visible(f.key, t.fragment)) throw new Error(`ruleset: element of set ${e.set} (${t.fragment}) in ${f.key}`);
-      if (e.key.length !== t.set.key.length || e.key.some((p, i) => !KEY_PART_TYPES[p.type] || p.type !== t.set.key[i])) {
-        throw new Error(`ruleset: element ${JSON.stringify(e.key)} of ${f.key} does not match the key type ${t.set.key.join(' . ')} of ${e.set}`);
-      }
-      if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map ? 'missing' : 'unexpected'} verdict`);
-      if (e.verdict && (e.verdict.kind === 'goto' || e.verdict.kind === 'jump')) {
-        const c = chains.get(e.verdict.chain);
-        if (!c) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to unknown chain ${JSON.stringify(e.verdict.chain)}`);
-        if (!visible(f.key, c.fragment)) throw new Error(`ruleset: element of ${e.set} in ${f.key} points to chain ${e.verdict.chain} of ${c.fragment}`);
-      }
-      }
+      const bySet = elements.get(e.set);
+      if (!bySet) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
       const keyText = f.elementKeys?.[ei] ?? elementKeyText(e);
-      const bySet = elements.get(e.set)!;
       const prev = bySet.get(keyText);
       if (prev) prev.owners++;
       else bySet.set(keyText, { element: e, fragment: f.key, keyText, valueText: elementValueText(e), owners: 1 });

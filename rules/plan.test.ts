@@ -88,16 +88,18 @@ test('one endpoint change: a small op list touching only that ServicePort, same 
   const small = endpointChange(10);
   const big = endpointChange(1000);
   const chain = servicePortNames({ namespace: 'ns3', name: 'svc3', protocol: 'tcp', portName: 'http' }).clusterChain;
-  assert.deepEqual(opSummary(small.ops), [`flush chain ${chain}`, `add rule ${chain}`, `add rule ${chain}`]);
+  // The endpoint map: the replaced endpoint's slot changes value; the chain (same N, same block) is untouched.
+  assert.ok(chain);
+  assert.deepEqual(opSummary(small.ops), ['delete elements endpoint-map-0 x1', 'add elements endpoint-map-0 x1']);
   assert.deepEqual(opSummary(big.ops), opSummary(small.ops));
   assert.deepEqual(big.changedFragments, ['ns3/svc3:http/TCP']);
-  assert.match(renderSteps('ip', 'nftproxy', 'c', big.steps), /add rule ip nftproxy service-\S+ meta l4proto tcp dnat to 10\.200\.0\.3:8080/);
+  assert.match(renderSteps('ip', 'nftproxy', 'c', big.steps), /add element ip nftproxy endpoint-map-0 \{ \d+ comment "ns3\/svc3:http" : 10\.200\.0\.3 \. 8080 \}/);
 });
 
 test('removed service: elements deleted and chain flushed now, chain deleted by a plan >= 1 s later', () => {
   const all = clusterIPServices();
   const a = compile(snapshot({ family: 'ipv4', node: { name: 'n' }, servicePorts: all }));
-  const b = compile(snapshot({ family: 'ipv4', node: { name: 'n' }, servicePorts: all.filter((sp) => sp.name !== 'three') }));
+  const b = compile(snapshot({ family: 'ipv4', node: { name: 'n' }, servicePorts: all.filter((sp) => sp.name !== 'three') }), { previous: a });
   const chain = servicePortNames({ namespace: 'default', name: 'three', protocol: 'tcp', portName: '' }).clusterChain;
   const p1 = plan(a, b, { full: false, now: 10_000, stale: NO_STALE });
   assert.deepEqual(opSummary(p1.ops), [
@@ -105,6 +107,7 @@ test('removed service: elements deleted and chain flushed now, chain deleted by 
     'delete elements cluster-ips x1',
     'delete elements service-ips x1',
     'delete elements hairpin-connections x1',
+    'delete elements endpoint-map-0 x3',
   ]);
   assert.deepEqual([...p1.stale], [[chain, 10_000]]);
   const k = new FakeKernel();
@@ -157,10 +160,10 @@ test('an element shared by several ServicePorts (the ClusterIP of a multi-port S
 test('service losing its endpoints: service-ips -> no-endpoint-services, chain flushed and stale', () => {
   const withEps = compile(smallCluster());
   const sps = smallCluster().servicePorts.map((sp) => (sp.name === 'kubernetes' ? { ...sp, clusterEndpoints: [], allReachableEndpoints: [], hasEndpoints: false } : sp));
-  const without = compile(smallCluster({ servicePorts: sps }));
+  const without = compile(smallCluster({ servicePorts: sps }), { previous: withEps });
   const p = plan(withEps, without, { full: false, now: 0, stale: NO_STALE });
   const chain = servicePortNames({ namespace: 'default', name: 'kubernetes', protocol: 'tcp', portName: 'https' }).clusterChain;
-  assert.deepEqual(opSummary(p.ops), [`flush chain ${chain}`, 'delete elements service-ips x1', 'add elements no-endpoint-services x1']);
+  assert.deepEqual(opSummary(p.ops), [`flush chain ${chain}`, 'delete elements service-ips x1', 'delete elements endpoint-map-0 x1', 'add elements no-endpoint-services x1']);
   const k = new FakeKernel();
   k.apply(toBatchOps(withEps));
   k.apply(p.ops);

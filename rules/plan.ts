@@ -24,6 +24,7 @@ import type { BatchOp, ElementsSpec, Expr } from '../netlink/types.ts';
 import { chainSpec, elementSpec, ruleSpec, setSpec, tableSpec } from './lower.ts';
 import type { Chain, Element, Fragment, Rule, Ruleset, SetDef } from './model.ts';
 import { SKELETON_KEY, elementKeyText, stmtSetRefs } from './model.ts';
+import { committedView } from './incremental.ts';
 
 /** How long a flushed chain stays before a later plan deletes it (proxier.go: "more than 1 s ago"). */
 export const STALE_CHAIN_DELAY_MS = 1000;
@@ -211,14 +212,22 @@ export function plan(committed: Ruleset | null, desired: Ruleset, opts: PlanOpti
   if (opts.full || !committed || committed.family !== desired.family || committed.table !== desired.table || committed.comment !== desired.comment) {
     return fullPlan(desired);
   }
-  const changed: string[] = [];
-  for (const [k, d] of desired.fragments) {
-    const c = committed.fragments.get(k);
-    if (!c || c.fingerprint !== d.fingerprint) changed.push(k);
-  }
-  for (const k of committed.fragments.keys()) if (!desired.fragments.has(k)) changed.push(k);
-  if (changed.includes(SKELETON_KEY) && baseChainsDiffer(committed.fragments.get(SKELETON_KEY), desired.fragments.get(SKELETON_KEY))) {
-    return fullPlan(desired);
+  let changed: string[];
+  if (desired.delta && desired.delta.base === committed) {
+    // An in-place compile (incremental.ts): the changed keys are known, and the committed state is read through
+    // the journal. O(changed fragments), whatever the cluster size.
+    changed = desired.delta.changed;
+    committed = committedView(desired.delta);
+  } else {
+    changed = [];
+    for (const [k, d] of desired.fragments) {
+      const c = committed.fragments.get(k);
+      if (!c || c.fingerprint !== d.fingerprint) changed.push(k);
+    }
+    for (const k of committed.fragments.keys()) if (!desired.fragments.has(k)) changed.push(k);
+    if (changed.includes(SKELETON_KEY) && baseChainsDiffer(committed.fragments.get(SKELETON_KEY), desired.fragments.get(SKELETON_KEY))) {
+      return fullPlan(desired);
+    }
   }
 
   const stale = new Map(opts.stale);

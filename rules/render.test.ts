@@ -41,6 +41,7 @@ add map ip nftproxy service-nodeports { type inet_proto . inet_service : verdict
 add map ip nftproxy no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to services with no endpoints" ; }
 add map ip nftproxy no-endpoint-nodeports { type inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to service nodeports with no endpoints" ; }
 add map ip nftproxy firewall-ips { type ipv4_addr . inet_proto . inet_service : verdict ; comment "destinations that are subject to LoadBalancerSourceRanges" ; }
+add map ip nftproxy endpoint-map-0 { typeof numgen random mod 1 : ip daddr . th dport ; comment "endpoints: numgen index -> address . port (keys 0..1023)" ; }
 add rule ip nftproxy filter-prerouting-pre-dnat ct state new jump firewall-check
 add rule ip nftproxy filter-output-pre-dnat ct state new jump firewall-check
 add rule ip nftproxy filter-input ct state new jump nodeport-endpoints-check
@@ -62,12 +63,12 @@ add rule ip nftproxy services fib daddr type local ip daddr != 127.0.0.0/8 meta 
 add rule ip nftproxy masquerading meta mark & 0x00004000 != 0x00000000 meta mark set meta mark ^ 0x00004000 masquerade fully-random
 add rule ip nftproxy masquerading ct status dnat ip saddr . ip daddr . meta l4proto . th dport @hairpin-connections masquerade fully-random
 add rule ip nftproxy reject-chain reject
-add rule ip nftproxy service-ULMVA6XW-ns1/svc1/tcp/p80 numgen random mod 2 0 meta l4proto tcp dnat to 10.180.0.1:80
-add rule ip nftproxy service-ULMVA6XW-ns1/svc1/tcp/p80 meta l4proto tcp dnat to 10.180.0.2:80
+add rule ip nftproxy service-ULMVA6XW-ns1/svc1/tcp/p80 meta l4proto tcp dnat ip to numgen random mod 2 map @endpoint-map-0
 add element ip nftproxy cluster-ips { 172.30.0.41, 172.30.0.46 }
 add element ip nftproxy hairpin-connections { 10.180.0.1 . 10.180.0.1 . tcp . 80 }
 add element ip nftproxy service-ips { 172.30.0.41 . tcp . 80 : goto service-ULMVA6XW-ns1/svc1/tcp/p80 }
 add element ip nftproxy no-endpoint-services { 172.30.0.46 . tcp . 80 comment "ns6/svc6:p80" : goto reject-chain }
+add element ip nftproxy endpoint-map-0 { 0 comment "ns1/svc1:p80" : 10.180.0.1 . 80, 1 comment "ns1/svc1:p80" : 10.180.0.2 . 80 }
 `.trimStart();
 
 test('render of a small ClusterIP ruleset (golden text; upstream chain names and comments)', () => {
@@ -83,6 +84,7 @@ test('render of a partial plan: flush, element changes, rules', () => {
     'flush chain ip nftproxy service-ULMVA6XW-ns1/svc1/tcp/p80',
     'delete element ip nftproxy service-ips { 172.30.0.41 . tcp . 80 }',
     'delete element ip nftproxy hairpin-connections { 10.180.0.1 . 10.180.0.1 . tcp . 80 }',
+    'delete element ip nftproxy endpoint-map-0 { 0, 1 }',
     'add element ip nftproxy no-endpoint-services { 172.30.0.41 . tcp . 80 comment "ns1/svc1:p80" : goto reject-chain }',
     '',
   ].join('\n'));

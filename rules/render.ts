@@ -42,6 +42,7 @@ export function stmtText(family: TableFamily, s: Stmt): string {
     case 'markTest': return `meta mark & ${hex8(s.mask)} ${s.neg ? '!=' : '=='} ${hex8(s.value)}`;
     case 'numgen': return `numgen random mod ${s.mod} ${s.value}`;
     case 'markSet': return `meta mark set meta mark ${s.op === 'or' ? '|' : '^'} ${hex8(s.bits)}`;
+    case 'dnatMap': return `dnat ${family} to numgen random mod ${s.mod}${s.offset ? ` offset ${s.offset}` : ''} map @${s.map}`;
     case 'dnat': {
       const a = formatAddr(parseAddr(family, s.addr, 'dnat address'));
       return family === 'ip' ? `dnat to ${a}:${s.port}` : `dnat to [${a}]:${s.port}`;
@@ -68,18 +69,21 @@ function chainBody(c: Chain): string {
   return parts.length ? ` { ${parts.join(' ')} }` : '';
 }
 
-function setBody(s: SetDef): string {
-  const parts = [`type ${s.key.join(' . ')}${s.map ? ` : ${s.map}` : ''} ;`];
+function setBody(s: SetDef, family: TableFamily): string {
+  const parts = [s.map === 'endpoint'
+    ? `typeof numgen random mod 1 : ${family} daddr . th dport ;`
+    : `type ${s.key.join(' . ')}${s.map ? ` : ${s.map}` : ''} ;`];
   if (s.timeoutSec !== undefined) parts.push('flags dynamic,timeout ;', `timeout ${s.timeoutSec}s ;`);
   if (s.comment !== undefined) parts.push(`comment ${quote(s.comment, 'set comment')} ;`);
   return `{ ${parts.join(' ')} }`;
 }
 
-/** nft text of an element in an `add element` list: `key [comment "..."] [: verdict]`. */
+/** nft text of an element in an `add element` list: `key [comment "..."] [: verdict | : addr . port]`. */
 export function elementText(e: Element): string {
   let s = elementKeyText(e);
   if (e.comment !== undefined) s += ` comment ${quote(e.comment, 'element comment')}`;
   if (e.verdict) s += ` : ${verdictText(e.verdict)}`;
+  if (e.endpoint) s += ` : ${e.endpoint.ip} . ${e.endpoint.port}`;
   return s;
 }
 
@@ -96,7 +100,7 @@ export function renderSteps(family: TableFamily, table: string, comment: string,
         lines.push(st.op === 'add' ? `add chain ${t} ${st.chain.name}${chainBody(st.chain)}` : `${st.op} chain ${t} ${st.name}`);
         break;
       case 'set':
-        lines.push(st.op === 'add' ? `add ${st.set.map ? 'map' : 'set'} ${t} ${st.set.name} ${setBody(st.set)}` : `delete ${st.isMap ? 'map' : 'set'} ${t} ${st.name}`);
+        lines.push(st.op === 'add' ? `add ${st.set.map ? 'map' : 'set'} ${t} ${st.set.name} ${setBody(st.set, family)}` : `delete ${st.isMap ? 'map' : 'set'} ${t} ${st.name}`);
         break;
       case 'rule':
         lines.push(`add rule ${t} ${st.chain} ${ruleText(family, st.rule)}`);

@@ -19,7 +19,7 @@
 import type { Expr, TableFamily, Verdict } from '../netlink/types.ts';
 import { CT_KEY, CT_STATE_BIT, CT_STATUS_BIT, FAMILY_NUMBER, FIB_FLAG, LOOKUP_FLAG, META_KEY, NAT_TYPE, PAYLOAD_BASE, RTN } from '../netlink/types.ts';
 import { formatAddr, isIPv4, isIPv6, isLoopback, parseAddr } from './addr.ts';
-import { elementKeyBytes, keyLen, lowerRule, regOffset } from './lower.ts';
+import { elementKeyBytes, endpointDataBytes, keyLen, lowerRule, regOffset } from './lower.ts';
 import type { CtStateName, HookName, L4Proto, Ruleset } from './model.ts';
 import { L4PROTO_NUMBER } from './model.ts';
 
@@ -175,14 +175,17 @@ export function trace(rs: Ruleset, packet: TracePacket, ctx: TraceContext): Trac
     }
     return r;
   };
-  const tables = new Map<string, { keyLen: number; elems: Map<string, Verdict | true> }>();
+  const tables = new Map<string, { keyLen: number; elems: Map<string, Verdict | Uint8Array | true> }>();
   const tableOf = (set: string) => {
     let t = tables.get(set);
     if (!t) {
       const def = rs.index.sets.get(set);
       if (!def) throw new Error(`trace: unknown set ${JSON.stringify(set)}`);
-      const elems = new Map<string, Verdict | true>();
-      for (const x of rs.index.elements.get(set)?.values() ?? []) elems.set(hex(elementKeyBytes(family, x.element.key)), x.element.verdict ?? true);
+      const elems = new Map<string, Verdict | Uint8Array | true>();
+      for (const x of rs.index.elements.get(set)?.values() ?? []) {
+        const el = x.element;
+        elems.set(hex(elementKeyBytes(family, el.key)), el.verdict ?? (el.endpoint ? endpointDataBytes(family, el.endpoint) : true));
+      }
       for (const ip of ctx.dynamicSets?.get(set) ?? []) elems.set(hex(parseAddr(family, ip, `dynamicSets ${set}`)), true);
       t = { keyLen: keyLen(def.set.key), elems };
       tables.set(set, t);
@@ -278,9 +281,15 @@ export function trace(rs: Ruleset, packet: TracePacket, ctx: TraceContext): Trac
             const t = tableOf(e.set);
             const hit = t.elems.get(hex(read(e.sreg, t.keyLen)));
             if (e.dreg === 0) {
-              if (hit === undefined || hit === true) { out.push({ b, v: { kind: 'break' } }); return; }
+              if (hit === undefined || hit === true || hit instanceof Uint8Array) { out.push({ b, v: { kind: 'break' } }); return; }
               out.push({ b, v: hit });
               return;
+            }
+            if (e.dreg !== undefined) {
+              // A data map: a miss ends the rule; a hit loads the element's value into dreg.
+              if (!(hit instanceof Uint8Array)) { out.push({ b, v: { kind: 'break' } }); return; }
+              write(e.dreg, hit);
+              break;
             }
             const found = hit !== undefined;
             if (found === !!((e.flags ?? 0) & LOOKUP_FLAG.INV)) { out.push({ b, v: { kind: 'break' } }); return; }

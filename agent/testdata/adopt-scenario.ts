@@ -11,7 +11,7 @@ import { ClusterState } from '../cluster-state.ts';
 import { readListFile } from '../file-source.ts';
 import { SnapshotBuilder, type IPFamily } from '../snapshot.ts';
 import { Syncer } from '../syncer.ts';
-import { contentOf, planAdoption, readTable } from '../adopt.ts';
+import { allocatorFromTable, contentOf, planAdoption, readTable } from '../adopt.ts';
 import { TamperWatcher, foreignChanges } from '../tamper.ts';
 import { systemClock } from '../runner.ts';
 import { toBatchOps, compile } from '../../rules/index.ts';
@@ -83,6 +83,48 @@ await restart('ip6Missing');
 nft('insert', 'rule', 'ip', 'nftproxy', 'nat-output', 'counter');
 await restart('baseChainChanged');
 notify.drain();
+
+// History: endpoint changes keep surviving endpoints in their slots, so after a change the kernel's allocation
+// differs from a cold compile. A restarted syncer seeded from the kernel's endpoint maps sends nothing; an unseeded
+// one has to rewrite the endpoint elements of the three kube-dns ServicePorts.
+{
+  const sock = NftSocket.open();
+  type Slice = { addressType: string; metadata: { name: string }; endpoints?: unknown[] };
+  const slices = readListFile(cfg.source.type === 'file' ? cfg.source.path : '').EndpointSlice as unknown as Slice[];
+  // Replace the first of kube-dns's two endpoints: the new one takes the freed slot 0, ahead of the old second endpoint,
+  // where a cold compile puts it after.
+  const slice = structuredClone(slices.find((x) => x.metadata.name.startsWith('kube-dns-'))!);
+  const [e0, e1] = slice.endpoints as Array<{ addresses: string[] }>;
+  slice.endpoints = [e1, { ...e0, addresses: ['10.244.99.99'] }];
+  const changed = (): ClusterState => { const st = freshState(); st.upsert('EndpointSlice', slice); return st; };
+  const history: Record<string, unknown> = { slice: slice.metadata.name };
+  for (const seeded of [true, false]) {
+    // The history: a full sync of the fixture, then the change as an incremental sync.
+    const state = freshState();
+    const s = new Syncer({ families, state, builder: new SnapshotBuilder(cfg, () => {}), sender: sock, now: () => Date.now(), log: quiet });
+    s.requestFull();
+    await s.sync();
+    state.upsert('EndpointSlice', slice);
+    const change = (await s.sync()).map((r) => r.ops);
+    // The restart.
+    const plans: Record<string, unknown> = {};
+    let batches = 0;
+    const r = new Syncer({
+      families, state: changed(), builder: new SnapshotBuilder(cfg, () => {}), now: () => Date.now(), log: quiet,
+      sender: { sendBatch: (ops: readonly BatchOp[]) => { batches++; return sock.sendBatch(ops); } },
+      seedAllocator: seeded ? async (family) => allocatorFromTable(await readTable(sock, fam[family], 'nftproxy')) : undefined,
+      adopt: async (family, desired) => {
+        const p = planAdoption(await readTable(sock, fam[family], 'nftproxy'), contentOf(toBatchOps(desired))!);
+        plans[family] = { kind: p.kind, ops: p.ops.length, mismatches: p.mismatches };
+        return p.kind === 'adopt' ? p.ops : null;
+      },
+    });
+    const results = (await r.sync()).map((x) => ({ family: x.family, full: x.full, ops: x.ops }));
+    history[seeded ? 'seeded' : 'unseeded'] = { change, results, batches, plans };
+  }
+  out.history = history;
+  sock.close();
+}
 
 // around(): our own batch sends no notifications to the listener; a foreign commit in the window is counted.
 {

@@ -178,6 +178,9 @@ export function constructs(family: TableFamily): Ruleset {
     rule([S.accept()]),
     rule([S.ret()]),
     rule([S.lookup(['daddr'], 'cluster-ips', true), S.drop()]),
+    rule([S.l4proto('tcp'), { k: 'dnatMap', mod: 3, offset: 4, map: 'em' }]),
+    rule([S.l4proto('udp'), { k: 'dnatMap', mod: 1, offset: 0, map: 'em' }]),
+    rule([S.l4proto('sctp'), { k: 'dnatMap', mod: 250, offset: 65536, map: 'em' }]),
   ];
   const frag: Fragment = {
     key: SKELETON_KEY,
@@ -190,6 +193,7 @@ export function constructs(family: TableFamily): Ruleset {
       { name: 'sips', key: [addr, 'inet_proto', 'inet_service'], map: 'verdict', comment: 'ClusterIP, ExternalIP and LoadBalancer IP traffic' },
       { name: 'snp', key: ['inet_proto', 'inet_service'], map: 'verdict' },
       { name: 'aff', key: [addr], timeoutSec: 10800 },
+      { name: 'em', key: ['numgen'], map: 'endpoint', comment: 'endpoints' },
     ],
     elements: [
       { set: 'cluster-ips', key: [ipk(A('10.96.0.1', 'fd00:10:96::1'))] },
@@ -198,6 +202,9 @@ export function constructs(family: TableFamily): Ruleset {
       { set: 'sips', key: [ipk(A('10.96.0.1', 'fd00:10:96::1')), { type: 'inet_proto', proto: 'tcp' }, { type: 'inet_service', port: 443 }], verdict: { kind: 'goto', chain: 'd' } },
       { set: 'sips', key: [ipk(A('10.96.0.10', 'fd00:10:96::a')), { type: 'inet_proto', proto: 'udp' }, { type: 'inet_service', port: 53 }], verdict: { kind: 'drop' }, comment: 'kube-system/kube-dns:dns' },
       { set: 'snp', key: [{ type: 'inet_proto', proto: 'sctp' }, { type: 'inet_service', port: 30080 }], verdict: { kind: 'jump', chain: 'd' } },
+      { set: 'em', key: [{ type: 'numgen', value: 0 }], endpoint: { ip: A('10.0.0.1', 'fd00::1'), port: 80 }, comment: 'ns/svc:http' },
+      { set: 'em', key: [{ type: 'numgen', value: 4 }], endpoint: { ip: A('10.0.0.2', 'fd00::2'), port: 8080 } },
+      { set: 'em', key: [{ type: 'numgen', value: 65536 }], endpoint: { ip: A('10.244.1.3', 'fd00:10:244:1::3'), port: 65535 }, comment: 'ns/svc:http local' },
     ],
   };
   return buildRuleset(family, 'nftproxy', 'rules for nftproxy', [frag]);

@@ -53,7 +53,8 @@ try {
   writeFileSync(join(dir, 'services.json.tmp'), JSON.stringify(services));
   const changedAt = Date.now();
   renameSync(join(dir, 'services.json.tmp'), join(dir, 'services.json'));
-  const gone = await poll(() => !inNs(LAB.node, 'nft', ['list', 'chain', 'ip', 'nftproxy', 'service-SUSTUHLJ-default/web/tcp/http']).includes('10.244.1.12'), 5000, 20);
+  // Endpoints live in the shared endpoint map (rules/endpoint-select.ts), not in the service chain.
+  const gone = await poll(() => !inNs(LAB.node, 'nft', ['list', 'table', 'ip', 'nftproxy']).includes('10.244.1.12'), 5000, 20);
   obs.removalMs = gone ? Date.now() - changedAt : null;
   obs.afterRemoval = connect(LAB.client, 'tcp', '10.96.0.10', 80, 40);
 
