@@ -92,3 +92,35 @@ test('an invalid object is skipped with its name and field; the rest is still th
   assert.equal(builder.build(state, 'IPv4').servicePorts.some((s) => s.name === 'bad'), false);
   assert.equal(builder.build(state, 'IPv4').servicePorts.length, 9);
 });
+
+test('incremental builds equal a fresh build after every step: create, delete, a Service deleted before its EndpointSlice, re-create', () => {
+  const { state, builder } = load();
+  const fresh = (family: 'IPv4' | 'IPv6') => {
+    const f = load();
+    f.state.replace('Service', [...state.services.values()]);
+    f.state.replace('EndpointSlice', [...state.slices.values()]);
+    return f.builder.build(f.state, family).servicePorts.map(key).sort();
+  };
+  for (const f of ['IPv4', 'IPv6'] as const) builder.build(state, f);
+  const objs = readListFile(FIXTURE) as unknown as { Service: Array<{ metadata: { name: string; namespace: string; uid?: string }; spec: Record<string, unknown> }>; EndpointSlice: Array<{ metadata: { name: string; labels: Record<string, string> } }> };
+  const svc = objs.Service.find((s) => s.metadata.name === 'web')!;
+  const slice = objs.EndpointSlice.find((s) => s.metadata.labels['kubernetes.io/service-name'] === 'web')!;
+  const copy = structuredClone(svc);
+  copy.metadata.name = 'web-copy';
+  copy.spec = { ...copy.spec, clusterIP: '10.96.200.1', clusterIPs: ['10.96.200.1'] };
+  const steps: Array<[string, () => void]> = [
+    ['create a Service', () => state.upsert('Service', copy)],
+    ['delete it', () => state.remove('Service', copy)],
+    ['delete web', () => state.remove('Service', svc)],
+    ['then delete web\'s EndpointSlice', () => state.remove('EndpointSlice', slice)],
+    ['re-create web', () => state.upsert('Service', svc)],
+    ['and its EndpointSlice', () => state.upsert('EndpointSlice', slice)],
+  ];
+  for (const [what, change] of steps) {
+    change();
+    builder.invalidate(state.checkout());
+    for (const f of ['IPv4', 'IPv6'] as const) {
+      assert.deepEqual(builder.build(state, f).servicePorts.map(key).sort(), fresh(f), `${what} (${f})`);
+    }
+  }
+});

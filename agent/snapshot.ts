@@ -125,7 +125,8 @@ export class SnapshotBuilder {
       this.#lists.set(family, lists);
     } else {
       // Only the touched Services (the set of Services is unchanged here): O(change) + one flatten.
-      for (const k of touched.keys()) lists[this.#pos.get(k)!] = spsOf(k);
+      // A touched key without a position is a Service already gone (e.g. its EndpointSlice deleted after it).
+      for (const k of touched.keys()) { const i = this.#pos.get(k); if (i !== undefined) lists[i] = spsOf(k); }
     }
     for (const l of lists) for (const sp of l) servicePorts.push(sp);
     if (this.#deltaValid.get(family)) {

@@ -150,6 +150,7 @@ try {
     watchFailed: log.filter((l) => l.msg === 'watch failed; reconnecting').length,
     silent: log.filter((l) => l.msg === 'watch went silent; relisting').length,
     errors: log.filter((l) => (l.level as number) >= 50).map((l) => l.msg),
+    errorDetails: log.filter((l) => (l.level as number) >= 50).map((l) => JSON.stringify(l)),
   };
   obs.agentExit = await stopAgent(agent);
 } catch (err) {
