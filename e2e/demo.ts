@@ -89,6 +89,8 @@ async function inside(): Promise<void> {
     table('3 connections from the client', traffic(LAB.client, 'tcp', '10.96.0.10', 81, 3));
     process.stdout.write('\nThe web Service chain in the kernel (nft list chain ip nftproxy ...):\n');
     process.stdout.write(inNs(LAB.node, 'nft', ['list', 'chain', 'ip', 'nftproxy', 'service-SUSTUHLJ-default/web/tcp/http']).replace(/^/gm, '    '));
+    process.stdout.write('\nand the endpoint map it draws from (nft list map ip nftproxy endpoint-map-0):\n');
+    process.stdout.write(inNs(LAB.node, 'nft', ['list', 'map', 'ip', 'nftproxy', 'endpoint-map-0']).replace(/^/gm, '    '));
     agent.child.kill('SIGTERM');
     await agent.exited;
     process.stdout.write('\nagent stopped with SIGTERM (its ruleset stays); removing the lab\n');
