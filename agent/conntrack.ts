@@ -13,12 +13,11 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { CoreV1Api } from '@kubernetes/client-node';
 import type { Config } from '../config-schema/config.ts';
 import type { CtDeleteSpec, CtDumpFilter, CtFamily, CtFlow } from '../netlink/ctnetlink.ts';
 import { IPPROTO } from '../netlink/ctnetlink.ts';
 import { ConntrackSocket, type DeleteResult } from '../netlink/ct-socket.ts';
-import { loadKubeConfig } from './kube-source.ts';
+import { loadKubeConfig, postNodeEvent } from './kube-source.ts';
 import { READ_ONLY_SYSFS_EVENT, setupConntrackSysctls, type SysctlFs, type SysctlOutcome } from './sysctls.ts';
 import type { ClusterState } from './cluster-state.ts';
 import { indexUdpServices, staleFlows, type ConntrackFlow, type UdpServicePort } from './conntrack-reconciler.ts';
@@ -224,23 +223,13 @@ export async function conntrackStartup(cfg: Config, nodeName: string, log: SyncL
 }
 
 async function postNodeWarning(cfg: Config, nodeName: string, reason: string, message: string, now: Date): Promise<Error | null> {
+  let kc;
   try {
-    const core = loadKubeConfig(cfg.clientConnection.kubeconfig).makeApiClient(CoreV1Api);
-    await core.createNamespacedEvent({
-      namespace: 'default',
-      body: {
-        metadata: { generateName: `${nodeName}.` },
-        involvedObject: { kind: 'Node', name: nodeName, uid: nodeName },
-        reason, message, type: 'Warning',
-        source: { component: 'kube-proxy', host: nodeName },
-        firstTimestamp: now, lastTimestamp: now, count: 1,
-        reportingComponent: 'kube-proxy', reportingInstance: nodeName,
-      },
-    });
-    return null;
+    kc = loadKubeConfig(cfg.clientConnection.kubeconfig);
   } catch (err) {
     return err instanceof Error ? err : new Error(String(err));
   }
+  return postNodeEvent(kc, nodeName, { reason, message, type: 'Warning' }, now);
 }
 
 /**

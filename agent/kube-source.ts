@@ -221,18 +221,20 @@ export function loadKubeConfig(kubeconfigPath: string): KubeConfig {
 }
 
 /**
- * Posts kube-proxy's "birth cry": a `Starting` Normal event on the Node (`cmd/kube-proxy/app/server.go`).
- * Failures are returned, not thrown: an event is best effort.
+ * Posts an event on the Node, as kube-proxy's event recorder does (source component `kube-proxy`, in namespace
+ * `default`, involvedObject the Node by name). Failures are returned, not thrown: an event is best effort.
  */
-export async function postStartingEvent(kc: KubeConfig, nodeName: string, now: Date): Promise<Error | null> {
-  const core = kc.makeApiClient(CoreV1Api);
+export async function postNodeEvent(
+  kc: KubeConfig, nodeName: string, ev: { reason: string; message: string; type: 'Normal' | 'Warning' }, now: Date,
+): Promise<Error | null> {
   try {
+    const core = kc.makeApiClient(CoreV1Api);
     await core.createNamespacedEvent({
       namespace: 'default',
       body: {
         metadata: { generateName: `${nodeName}.` },
         involvedObject: { kind: 'Node', name: nodeName, uid: nodeName },
-        reason: 'Starting', message: '', type: 'Normal',
+        reason: ev.reason, message: ev.message, type: ev.type,
         source: { component: 'kube-proxy', host: nodeName },
         firstTimestamp: now, lastTimestamp: now, count: 1,
         reportingComponent: 'kube-proxy', reportingInstance: nodeName,
@@ -242,6 +244,11 @@ export async function postStartingEvent(kc: KubeConfig, nodeName: string, now: D
   } catch (err) {
     return err instanceof Error ? err : new Error(String(err));
   }
+}
+
+/** Posts kube-proxy's "birth cry": a `Starting` Normal event on the Node (`cmd/kube-proxy/app/server.go`). */
+export function postStartingEvent(kc: KubeConfig, nodeName: string, now: Date): Promise<Error | null> {
+  return postNodeEvent(kc, nodeName, { reason: 'Starting', message: '', type: 'Normal' }, now);
 }
 
 function toPlainJson(obj: unknown): unknown {
