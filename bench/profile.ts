@@ -1,6 +1,6 @@
 /**
  * Stage profile of one cold full sync (no `nft`, no data plane): `node bench/profile.ts [SERVICES] [--kernel]`.
- * Prints per-stage wall time (ms) and heap/RSS (MiB) after each stage, as one JSON line. With `--kernel` the batch is
+ * Prints per-stage wall time and CPU time (ms; CPU is the steadier number on a busy machine) and heap/RSS (MiB) after each stage, as one JSON line. With `--kernel` the batch is
  * sent to the kernel; run it inside a throwaway namespace (`unshare -n node bench/profile.ts 10000 --kernel`).
  * A developer tool for perf work; the numbers are as noisy as the machine.
  */
@@ -24,8 +24,12 @@ const slices = svcs.map((s) => ({
 const cfg = ConfigSchema.parse({ clusterCIDR: '10.0.0.0/8', ipFamilies: ['IPv4'], source: { type: 'file', path: 'x' } });
 const mib = (x: number) => Math.round(x / 1048576);
 const out: Record<string, number> = {};
+let cpu0 = process.cpuUsage();
 const mark = (name: string, t0: number) => {
   out[`${name}Ms`] = Math.round(performance.now() - t0);
+  const c = process.cpuUsage(cpu0);
+  out[`${name}CpuMs`] = Math.round((c.user + c.system) / 1000);
+  cpu0 = process.cpuUsage();
   const m = process.memoryUsage();
   out[`${name}HeapMiB`] = mib(m.heapUsed);
   out[`${name}RssMiB`] = mib(m.rss);

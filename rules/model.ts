@@ -16,6 +16,7 @@
  * - a rule or element of a ServicePort fragment references only chains/sets of its own fragment or of the
  *   skeleton; skeleton rules and elements reference only the skeleton.
  */
+import { hash } from 'node:crypto';
 import type { TableFamily, Verdict } from '../netlink/types.ts';
 import { canonicalAddr } from './addr.ts';
 import type { EndpointAllocator } from './endpoint-select.ts';
@@ -281,20 +282,12 @@ export function stmtSetRefs(s: Stmt): string[] {
 }
 
 /**
- * A fast 64-bit string hash (two multiply-xor lanes, cyrb53-style finalizer) plus the length, as text. Not
- * cryptographic: used for change detection, where a collision (probability ~2^-64 per comparison) would only
- * delay a change until the next full resync.
+ * A digest of a string for change detection: SHA-1 (node:crypto one-shot `hash()`, native, about 3x faster than a
+ * JavaScript hash loop over the ~1 KB JSON of a ServicePort), base64, 28 characters. Only compared in memory, never
+ * stored or sent: a collision would only delay a change until the next full resync.
  */
 export function hashString(str: string): string {
-  let h1 = 0xdeadbeef, h2 = 0x41c6ce57;
-  for (let i = 0; i < str.length; i++) {
-    const c = str.charCodeAt(i);
-    h1 = Math.imul(h1 ^ c, 2654435761);
-    h2 = Math.imul(h2 ^ c, 1597334677);
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-  return `${(h2 >>> 0).toString(36)}.${(h1 >>> 0).toString(36)}.${str.length.toString(36)}`;
+  return hash('sha1', str, 'base64');
 }
 
 /** A short stable digest of a JSON-able value: {@link hashString} of its JSON (equal values, equal digests). */
