@@ -2,7 +2,8 @@
  * The agent's view of the cluster: Services, EndpointSlices and its own Node, fed by a source (file or Kubernetes
  * API), with kube-proxy's change-tracker semantics (kubernetes `pkg/proxy/servicechangetracker.go`,
  * `endpointschangetracker.go`, `endpointslicecache.go`; reference kube-proxy-nftables.md §5.1–§5.2):
- * - every object is validated against config-schema/kubernetes.ts; an invalid one is skipped with a reason naming
+ * - every object is validated against config-schema/kubernetes.ts (common shapes through the exact fast path of
+ *   config-schema/fast-parse.ts); an invalid one is skipped with a reason naming
  *   the object and the field, and everything else is still programmed;
  * - Services labelled `service.kubernetes.io/service-proxy-name`, headless Services and ExternalName Services are
  *   ignored, and so are EndpointSlices labelled `service.kubernetes.io/headless` or without
@@ -12,6 +13,7 @@
  */
 import { EndpointSliceSchema, LABEL, NodeSchema, ServiceSchema, type EndpointSlice, type Node, type Service } from '../config-schema/kubernetes.ts';
 import type { z } from 'zod';
+import { fastEndpointSlice, fastService } from '../config-schema/fast-parse.ts';
 import { hashString } from '../rules/model.ts';
 
 /** Reports an object that was skipped: `what` is e.g. `Service default/web`, `reason` names the field. */
@@ -127,7 +129,9 @@ export class ClusterState {
   }
 
   #upsertService(raw: unknown): void {
-    const r = ServiceSchema.safeParse(raw);
+    // The hand-written fast path gives zod's exact result for common valid objects; anything else goes to zod.
+    const fast = fastService(raw);
+    const r = fast ? { success: true as const, data: fast } : ServiceSchema.safeParse(raw);
     const meta = (raw as { metadata?: { name?: string; namespace?: string } })?.metadata;
     const label = `Service ${meta?.namespace ?? 'default'}/${meta?.name ?? '?'}`;
     if (!r.success) {
@@ -152,7 +156,8 @@ export class ClusterState {
   }
 
   #upsertSlice(raw: unknown): void {
-    const r = EndpointSliceSchema.safeParse(raw);
+    const fast = fastEndpointSlice(raw);
+    const r = fast ? { success: true as const, data: fast } : EndpointSliceSchema.safeParse(raw);
     const meta = (raw as { metadata?: { name?: string; namespace?: string } })?.metadata;
     const label = `EndpointSlice ${meta?.namespace ?? 'default'}/${meta?.name ?? '?'}`;
     if (!r.success) {
