@@ -62,7 +62,12 @@ export class ClusterState {
   node: Node | null = null;
   readonly #nodeName: string;
   readonly #report: InvalidObjectReporter;
-  readonly #fingerprints = new Map<string, string>();
+  /**
+   * Fingerprints of stored Services and slices, by key, computed lazily: only when an update of a stored object
+   * arrives (a first insert needs none; the stored objects are never modified, so computing one later is the same).
+   */
+  readonly #svcFp = new Map<string, string>();
+  readonly #epsFp = new Map<string, string>();
   #pending: Changes = { services: new Set(), node: false, triggerTimes: [] };
   /** Counters of changes seen (for kubeproxy_sync_proxy_rules_{service,endpoint}_changes_total). */
   serviceChanges = 0;
@@ -92,10 +97,10 @@ export class ClusterState {
     if (!meta?.name) return;
     const key = nsName({ name: meta.name, namespace: meta.namespace });
     if (kind === 'Service') {
-      if (this.services.delete(key)) { this.#fingerprints.delete(`svc:${key}`); this.#markService(key); this.serviceChanges++; }
+      if (this.services.delete(key)) { this.#svcFp.delete(key); this.#markService(key); this.serviceChanges++; }
     } else if (kind === 'EndpointSlice') {
       const old = this.slices.get(key);
-      if (old) { this.slices.delete(key); this.#fingerprints.delete(`eps:${key}`); this.#unlinkSlice(key, old); this.endpointChanges++; }
+      if (old) { this.slices.delete(key); this.#epsFp.delete(key); this.#unlinkSlice(key, old); this.endpointChanges++; }
     } else if (this.node && this.node.metadata.name === meta.name) {
       this.node = null;
       this.#pending.node = true;
@@ -147,9 +152,13 @@ export class ClusterState {
       if (this.services.has(key)) this.remove('Service', s);
       return;
     }
-    const fp = serviceFingerprint(s);
-    if (this.#fingerprints.get(`svc:${key}`) === fp) return; // no-op update
-    this.#fingerprints.set(`svc:${key}`, fp);
+    const prev = this.services.get(key);
+    if (prev) {
+      const fp = serviceFingerprint(s);
+      const prevFp = this.#svcFp.get(key) ?? serviceFingerprint(prev);
+      this.#svcFp.set(key, fp);
+      if (prevFp === fp) return; // no-op update
+    }
     this.services.set(key, s);
     this.#markService(key);
     this.serviceChanges++;
@@ -173,10 +182,13 @@ export class ClusterState {
       if (this.slices.has(key)) this.remove('EndpointSlice', s);
       return;
     }
-    const fp = sliceFingerprint(s);
-    if (this.#fingerprints.get(`eps:${key}`) === fp) return;
-    this.#fingerprints.set(`eps:${key}`, fp);
     const old = this.slices.get(key);
+    if (old) {
+      const fp = sliceFingerprint(s);
+      const prevFp = this.#epsFp.get(key) ?? sliceFingerprint(old);
+      this.#epsFp.set(key, fp);
+      if (prevFp === fp) return; // no-op update
+    }
     if (old) this.#unlinkSlice(key, old);
     this.slices.set(key, s);
     const svcKey = `${s.metadata.namespace ?? 'default'}/${svc}`;

@@ -72,11 +72,15 @@ test('no-op updates queue nothing; a real change names the Service; unchanged Se
   const objs = JSON.parse(readFileSync(FIXTURE, 'utf8')).items;
   state.replace('Service', objs.filter((o: any) => o.kind === 'Service'));
   assert.equal(state.hasPending, false, 'same objects: nothing pending');
+  state.replace('EndpointSlice', objs.filter((o: any) => o.kind === 'EndpointSlice'));
+  assert.equal(state.hasPending, false, 'same slices: nothing pending');
   const slice = objs.find((o: any) => o.metadata.name === 'kube-dns-7x2kq');
   slice.endpoints = slice.endpoints.slice(0, 1);
   state.upsert('EndpointSlice', slice);
   const changes = state.checkout();
   assert.deepEqual([...changes.services], ['kube-system/kube-dns']);
+  state.upsert('EndpointSlice', structuredClone(slice));
+  assert.equal(state.hasPending, false, 'the same change again: nothing pending');
   builder.invalidate(changes);
   const second = builder.build(state, 'IPv4');
   const api1 = first.servicePorts.find((s) => s.name === 'api')!;

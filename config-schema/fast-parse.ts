@@ -129,21 +129,64 @@ const service = loose({
   })),
 });
 
+const hints = loose({
+  forZones: nullish(arr(loose({ name: req(str()) }))),
+  forNodes: nullish(arr(loose({ name: req(str()) }))),
+});
+const addressList = arr(str(), 1);
+
+/** `endpoints[].conditions`, specialised (it is parsed once per endpoint): ready, serving, terminating, unknowns. */
+function conditions(v: unknown): Out {
+  if (!isPlain(v)) return BAIL;
+  const out: Record<string, unknown> = {};
+  let known = 0;
+  for (const k of ['ready', 'serving', 'terminating'] as const) {
+    const x = v[k];
+    if (x === undefined) { if (Object.hasOwn(v, k)) return BAIL; continue; }
+    if (x !== null && typeof x !== 'boolean') return BAIL;
+    out[k] = x;
+    known++;
+  }
+  const keys = Object.keys(v);
+  if (keys.length !== known) for (const k of keys) if (k !== 'ready' && k !== 'serving' && k !== 'terminating') out[k] = v[k];
+  return out;
+}
+
+/**
+ * One `endpoints[]` entry, specialised (the most frequent object: fixed property reads instead of the generic
+ * {@link loose}): addresses, conditions, nodeName, zone, hints, then unknown keys in input order.
+ */
+function endpoint(v: unknown): Out {
+  if (!isPlain(v)) return BAIL;
+  const out: Record<string, unknown> = {};
+  let known = 1;
+  const addresses = addressList(v.addresses);
+  if (addresses === BAIL) return BAIL;
+  out.addresses = addresses;
+  const c = v.conditions;
+  if (c !== undefined) { const r = conditions(c); if (r === BAIL) return BAIL; out.conditions = r; known++; } else if (Object.hasOwn(v, 'conditions')) return BAIL;
+  for (const k of ['nodeName', 'zone'] as const) {
+    const x = v[k];
+    if (x === undefined) { if (Object.hasOwn(v, k)) return BAIL; continue; }
+    if (x !== null && typeof x !== 'string') return BAIL;
+    out[k] = x;
+    known++;
+  }
+  const h = v.hints;
+  if (h !== undefined) { const r = h === null ? null : hints(h); if (r === BAIL) return BAIL; out.hints = r; known++; } else if (Object.hasOwn(v, 'hints')) return BAIL;
+  const keys = Object.keys(v);
+  if (keys.length !== known) {
+    for (const k of keys) if (k !== 'addresses' && k !== 'conditions' && k !== 'nodeName' && k !== 'zone' && k !== 'hints') out[k] = v[k];
+  }
+  return out;
+}
+
 const endpointSlice = loose({
   apiVersion: opt(str()),
   kind: opt(oneOf(['EndpointSlice'])),
   metadata: req(meta),
   addressType: req(oneOf(['IPv4', 'IPv6', 'FQDN'])),
-  endpoints: nullishList(arr(loose({
-    addresses: req(arr(str(), 1)),
-    conditions: opt(loose({ ready: nullish(bool), serving: nullish(bool), terminating: nullish(bool) })),
-    nodeName: nullish(str()),
-    zone: nullish(str()),
-    hints: nullish(loose({
-      forZones: nullish(arr(loose({ name: req(str()) }))),
-      forNodes: nullish(arr(loose({ name: req(str()) }))),
-    })),
-  }))),
+  endpoints: nullishList(arr(endpoint)),
   ports: nullishList(arr(loose({
     name: nullish(str()),
     port: nullish(int(0, 65535)),
