@@ -153,10 +153,13 @@ export interface Element {
 /** A unit of incremental sync: the skeleton, or one ServicePort. */
 export interface Fragment {
   key: string;
-  /** Equal fingerprints imply equal content (computed once, at compile time). */
-  fingerprint: string;
+  /**
+   * Equal fingerprints imply equal content. Read-only; a compiled ServicePort fragment computes it on first read
+   * (from its immutable inputs: the ServicePort, the globals digest, its endpoint-map blocks) and caches it.
+   */
+  readonly fingerprint: string;
   /** The fingerprint of the compiler's input (ServicePort + globals) when it differs from `fingerprint`. */
-  inputFingerprint?: string;
+  readonly inputFingerprint?: string;
   chains: readonly Chain[];
   sets: readonly SetDef[];
   elements: readonly Element[];
