@@ -117,8 +117,31 @@ export function formatAddr(b: Uint8Array): string {
   return `${hex(g.slice(0, bestStart))}::${hex(g.slice(bestStart + bestLen))}`;
 }
 
+/**
+ * True when `s` is an IPv4 address parseV4 accepts (the same checks, without allocating). Such a text is already
+ * canonical: four decimal octets 0..255 without leading zeros, which is exactly what formatAddr prints.
+ */
+function isV4(s: string): boolean {
+  let part = 0, val = 0, digits = 0;
+  for (let i = 0; i <= s.length; i++) {
+    const c = i < s.length ? s.charCodeAt(i) : 46;
+    if (c === 46) {
+      if (digits === 0 || part > 3) return false;
+      part++;
+      val = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57) {
+      if (digits > 0 && val === 0) return false;
+      val = val * 10 + (c - 48);
+      if (++digits > 3 || val > 255) return false;
+    } else return false;
+  }
+  return part === 4;
+}
+
 /** Canonical text of an address of `family`. @throws like parseAddr. */
 export function canonicalAddr(family: TableFamily, s: string, field = 'address'): string {
+  if (family === 'ip' && typeof s === 'string' && isV4(s)) return s; // valid IPv4 text is canonical (see isV4)
   return formatAddr(parseAddr(family, s, field));
 }
 
