@@ -95,6 +95,32 @@ export function parseAddr(family: TableFamily, s: string, field = 'address'): Ui
   return b;
 }
 
+/**
+ * Writes the network-order bytes of an address of `family` into `out` at `off` (4 or 16 bytes), as
+ * {@link parseAddr} parses it, without allocating for IPv4.
+ * @throws like parseAddr (the same message).
+ */
+export function writeAddr(family: TableFamily, s: string, out: Uint8Array, off: number, field = 'address'): void {
+  if (family === 'ip' && typeof s === 'string') {
+    let part = 0, val = 0, digits = 0, ok = true;
+    for (let i = 0; i <= s.length; i++) {
+      const c = i < s.length ? s.charCodeAt(i) : 46;
+      if (c === 46) {
+        if (digits === 0 || part > 3) { ok = false; break; }
+        out[off + part++] = val;
+        val = 0;
+        digits = 0;
+      } else if (c >= 48 && c <= 57) {
+        if (digits > 0 && val === 0) { ok = false; break; }
+        val = val * 10 + (c - 48);
+        if (++digits > 3 || val > 255) { ok = false; break; }
+      } else { ok = false; break; }
+    }
+    if (ok && part === 4) return;
+  }
+  out.set(parseAddr(family, s, field), off);
+}
+
 /** Formats network-order bytes (4 or 16) as canonical text. */
 export function formatAddr(b: Uint8Array): string {
   if (b.length === 4) return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
