@@ -128,7 +128,10 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
 
   const clusterEps = normEndpoints(family, sp.clusterEndpoints, `${f}.clusterEndpoints`);
   const localEps = normEndpoints(family, sp.localEndpoints, `${f}.localEndpoints`);
-  const reachableEps = normEndpoints(family, sp.allReachableEndpoints, `${f}.allReachableEndpoints`);
+  // The reachable list is usually the very cluster (or local) list (agent/endpoints.ts): normalise it once.
+  const reachableEps = sp.allReachableEndpoints === sp.clusterEndpoints ? clusterEps
+    : sp.allReachableEndpoints === sp.localEndpoints ? localEps
+    : normEndpoints(family, sp.allReachableEndpoints, `${f}.allReachableEndpoints`);
 
   // serviceport.go: ExternallyAccessible, UsesClusterEndpoints, UsesLocalEndpoints.
   const externallyAccessible = sp.nodePort !== 0 || lbIPs.length > 0 || externalIPs.length > 0;
