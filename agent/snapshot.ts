@@ -300,10 +300,10 @@ export function collectEndpoints(slices: readonly EndpointSlice[], portName: str
       if (!prev || (!prev.isLocal && ep.isLocal)) byKey.set(k, ep);
     }
   }
-  return [...byKey.values()].sort((a, b) => {
-    const ka = `${a.ip}:${a.port}`, kb = `${b.ip}:${b.port}`;
-    return ka < kb ? -1 : ka > kb ? 1 : 0;
-  });
+  // Sorted by the `ip:port` map key (unique), computed once per endpoint rather than in every comparison.
+  const entries = [...byKey];
+  entries.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  return entries.map((e) => e[1]);
 }
 
 /** Parses `addr[/prefix]` of either family and masks host bits (Go net.ParseCIDR); null when malformed. */
