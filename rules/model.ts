@@ -174,13 +174,15 @@ export interface Fragment {
   endpointOwners?: readonly string[];
 }
 
-/** An element as the ruleset index holds it: texts are the identity (key) and the value (verdict + comment). */
+/**
+ * An element as the ruleset index holds it: `keyText` is its identity; its value identity is
+ * `elementValueText(element)` (computed where compared, not stored: a full sync never compares).
+ */
 export interface IndexedElement {
   element: Element;
   /** Fragment that wrote it first (in fragment order); others holding the same key count in `owners`. */
   fragment: string;
   keyText: string;
-  valueText: string;
   owners: number;
 }
 
@@ -391,7 +393,7 @@ export function buildRuleset(
       const keyText = f.elementKeys?.[ei] ?? elementKeyText(e);
       const prev = bySet.get(keyText);
       if (prev) prev.owners++;
-      else bySet.set(keyText, { element: e, fragment: f.key, keyText, valueText: elementValueText(e), owners: 1 });
+      else bySet.set(keyText, { element: e, fragment: f.key, keyText, owners: 1 });
     }
   }
   return { family, table, comment, fragments: fragMap, index: { chains, sets, elements } };

@@ -23,7 +23,7 @@
 import type { BatchOp, ElementsSpec, Expr } from '../netlink/types.ts';
 import { chainSpec, elementSpec, ruleSpec, setSpec, tableSpec } from './lower.ts';
 import type { Chain, Element, Fragment, Rule, Ruleset, SetDef } from './model.ts';
-import { SKELETON_KEY, elementKeyText, stmtSetRefs } from './model.ts';
+import { SKELETON_KEY, elementKeyText, elementValueText, stmtSetRefs } from './model.ts';
 import { committedView } from './incremental.ts';
 
 /** How long a flushed chain stays before a later plan deletes it (proxier.go: "more than 1 s ago"). */
@@ -298,8 +298,9 @@ export function plan(committed: Ruleset | null, desired: Ruleset, opts: PlanOpti
       const cv = cIdx?.get(k);
       const dv = dIdx?.get(k);
       if (gone.has(set)) continue; // deleted with its set; re-created sets are refilled below
-      if (cv && (!dv || cv.valueText !== dv.valueText)) push(elemDeletes, set, cv.element);
-      if (dv && (!cv || cv.valueText !== dv.valueText)) push(elemAdds, set, dv.element);
+      const same = !!cv && !!dv && (cv.element === dv.element || elementValueText(cv.element) === elementValueText(dv.element));
+      if (cv && !same) push(elemDeletes, set, cv.element);
+      if (dv && !same) push(elemAdds, set, dv.element);
     }
   }
   for (const s of recreateSets) {
