@@ -335,16 +335,40 @@ function writeKeyPart(p: KeyPart, out: Uint8Array, off: number): void {
   }
 }
 
-/** Register bytes of an element key: each component zero-padded to 4 bytes in a concatenation. */
-export function elementKeyBytes(family: TableFamily, key: readonly KeyPart[]): Uint8Array {
+/**
+ * Hands out zero-filled byte ranges (views) of shared 64 KiB blocks: the element keys and values of a full plan
+ * (hundreds of thousands of 4- and 8-byte arrays) then cost one view each instead of one array buffer each.
+ * Ranges are never reused; a block is freed when no view of it is left.
+ */
+export class ByteArena {
+  #block = new Uint8Array(0);
+  #pos = 0;
+
+  /** A fresh zero-filled view of `n` bytes. */
+  take(n: number): Uint8Array {
+    if (n > 4096) return new Uint8Array(n);
+    if (this.#pos + n > this.#block.length) { this.#block = new Uint8Array(64 * 1024); this.#pos = 0; }
+    const out = this.#block.subarray(this.#pos, this.#pos + n);
+    this.#pos += n;
+    return out;
+  }
+}
+
+const newBytes = (n: number, arena?: ByteArena) => (arena ? arena.take(n) : new Uint8Array(n));
+
+/**
+ * Register bytes of an element key: each component zero-padded to 4 bytes in a concatenation. With `arena`, the
+ * bytes are a view into one of its blocks.
+ */
+export function elementKeyBytes(family: TableFamily, key: readonly KeyPart[], arena?: ByteArena): Uint8Array {
   if (key.length === 1) {
-    const out = new Uint8Array(keyPartLen(key[0]));
+    const out = newBytes(keyPartLen(key[0]), arena);
     writeKeyPart(key[0], out, 0);
     return out;
   }
   let size = 0;
   for (const p of key) size += Math.ceil(keyPartLen(p) / 4) * 4;
-  const out = new Uint8Array(size); // zero-filled: the padding
+  const out = newBytes(size, arena); // zero-filled: the padding
   let off = 0;
   for (const p of key) { writeKeyPart(p, out, off); off += Math.ceil(keyPartLen(p) / 4) * 4; }
   return out;
@@ -355,20 +379,20 @@ export function elementKeyBytes(family: TableFamily, key: readonly KeyPart[]): U
  * 4 bytes (ip: 8 bytes, ip6: 20 bytes).
  * @throws Error on an address of the wrong family or a port outside 1..65535.
  */
-export function endpointDataBytes(family: TableFamily, ep: { ip: string; port: number }): Uint8Array {
+export function endpointDataBytes(family: TableFamily, ep: { ip: string; port: number }, arena?: ByteArena): Uint8Array {
   if (!Number.isInteger(ep.port) || ep.port < 1 || ep.port > 65535) throw new Error(`endpoint port ${ep.port} is out of range 1..65535`);
   const n = addrLen(family);
-  const out = new Uint8Array(n + 4);
+  const out = newBytes(n + 4, arena);
   writeAddr(family, ep.ip, out, 0, 'endpoint address');
   out[n] = (ep.port >> 8) & 0xff; out[n + 1] = ep.port & 0xff;
   return out;
 }
 
-/** The ElementSpec of an element. */
-export function elementSpec(family: TableFamily, e: Element): ElementSpec {
-  const spec: ElementSpec = { key: elementKeyBytes(family, e.key) };
+/** The ElementSpec of an element (its byte arrays views into `arena` when given). */
+export function elementSpec(family: TableFamily, e: Element, arena?: ByteArena): ElementSpec {
+  const spec: ElementSpec = { key: elementKeyBytes(family, e.key, arena) };
   if (e.verdict) spec.data = { verdict: e.verdict };
-  if (e.endpoint) spec.data = { value: endpointDataBytes(family, e.endpoint) };
+  if (e.endpoint) spec.data = { value: endpointDataBytes(family, e.endpoint, arena) };
   if (e.comment !== undefined) spec.comment = e.comment;
   return spec;
 }

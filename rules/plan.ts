@@ -21,7 +21,7 @@
  * that reference that set carry it too (as nft does).
  */
 import type { BatchOp, ElementsSpec, Expr } from '../netlink/types.ts';
-import { chainSpec, elementSpec, ruleSpec, setSpec, tableSpec } from './lower.ts';
+import { ByteArena, chainSpec, elementSpec, ruleSpec, setSpec, tableSpec } from './lower.ts';
 import type { Chain, Element, Fragment, Rule, Ruleset, SetDef } from './model.ts';
 import { SKELETON_KEY, elementKeyText, elementValueText, stmtSetRefs } from './model.ts';
 import { committedView } from './incremental.ts';
@@ -131,6 +131,7 @@ export function stepsToOps(rs: Pick<Ruleset, 'family' | 'table' | 'comment'>, st
   const ids = new Map<string, number>();
   let nextId = 1;
   const ops: BatchOp[] = [];
+  const arena = new ByteArena(); // element bytes as views of shared blocks (lower.ts)
   for (const st of steps) {
     switch (st.kind) {
       case 'table':
@@ -163,7 +164,7 @@ export function stepsToOps(rs: Pick<Ruleset, 'family' | 'table' | 'comment'>, st
         if (st.elements.length === 0) break;
         const spec: ElementsSpec = {
           family, table, set: st.set,
-          elements: st.elements.map((e) => (st.op === 'add' ? elementSpec(family, e) : { key: elementSpec(family, e).key })),
+          elements: st.elements.map((e) => (st.op === 'add' ? elementSpec(family, e, arena) : { key: elementSpec(family, e, arena).key })),
         };
         const id = ids.get(st.set);
         if (id !== undefined) spec.setId = id;
