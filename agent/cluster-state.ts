@@ -2,7 +2,8 @@
  * The agent's view of the cluster: Services, EndpointSlices and its own Node, fed by a source (file or Kubernetes
  * API), with kube-proxy's change-tracker semantics (kubernetes `pkg/proxy/servicechangetracker.go`,
  * `endpointschangetracker.go`, `endpointslicecache.go`; reference kube-proxy-nftables.md §5.1–§5.2):
- * - every object is validated against config-schema/kubernetes.ts; an invalid one is skipped with a reason naming
+ * - every object is validated against config-schema/kubernetes.ts (common shapes through the exact fast path of
+ *   config-schema/fast-parse.ts); an invalid one is skipped with a reason naming
  *   the object and the field, and everything else is still programmed;
  * - Services labelled `service.kubernetes.io/service-proxy-name`, headless Services and ExternalName Services are
  *   ignored, and so are EndpointSlices labelled `service.kubernetes.io/headless` or without
@@ -12,6 +13,7 @@
  */
 import { EndpointSliceSchema, LABEL, NodeSchema, ServiceSchema, type EndpointSlice, type Node, type Service } from '../config-schema/kubernetes.ts';
 import type { z } from 'zod';
+import { fastEndpointSlice, fastService } from '../config-schema/fast-parse.ts';
 import { hashString } from '../rules/model.ts';
 
 /** Reports an object that was skipped: `what` is e.g. `Service default/web`, `reason` names the field. */
@@ -60,7 +62,12 @@ export class ClusterState {
   node: Node | null = null;
   readonly #nodeName: string;
   readonly #report: InvalidObjectReporter;
-  readonly #fingerprints = new Map<string, string>();
+  /**
+   * Fingerprints of stored Services and slices, by key, computed lazily: only when an update of a stored object
+   * arrives (a first insert needs none; the stored objects are never modified, so computing one later is the same).
+   */
+  readonly #svcFp = new Map<string, string>();
+  readonly #epsFp = new Map<string, string>();
   #pending: Changes = { services: new Set(), node: false, triggerTimes: [] };
   /** Counters of changes seen (for kubeproxy_sync_proxy_rules_{service,endpoint}_changes_total). */
   serviceChanges = 0;
@@ -90,10 +97,10 @@ export class ClusterState {
     if (!meta?.name) return;
     const key = nsName({ name: meta.name, namespace: meta.namespace });
     if (kind === 'Service') {
-      if (this.services.delete(key)) { this.#fingerprints.delete(`svc:${key}`); this.#markService(key); this.serviceChanges++; }
+      if (this.services.delete(key)) { this.#svcFp.delete(key); this.#markService(key); this.serviceChanges++; }
     } else if (kind === 'EndpointSlice') {
       const old = this.slices.get(key);
-      if (old) { this.slices.delete(key); this.#fingerprints.delete(`eps:${key}`); this.#unlinkSlice(key, old); this.endpointChanges++; }
+      if (old) { this.slices.delete(key); this.#epsFp.delete(key); this.#unlinkSlice(key, old); this.endpointChanges++; }
     } else if (this.node && this.node.metadata.name === meta.name) {
       this.node = null;
       this.#pending.node = true;
@@ -127,7 +134,9 @@ export class ClusterState {
   }
 
   #upsertService(raw: unknown): void {
-    const r = ServiceSchema.safeParse(raw);
+    // The hand-written fast path gives zod's exact result for common valid objects; anything else goes to zod.
+    const fast = fastService(raw);
+    const r = fast ? { success: true as const, data: fast } : ServiceSchema.safeParse(raw);
     const meta = (raw as { metadata?: { name?: string; namespace?: string } })?.metadata;
     const label = `Service ${meta?.namespace ?? 'default'}/${meta?.name ?? '?'}`;
     if (!r.success) {
@@ -143,16 +152,21 @@ export class ClusterState {
       if (this.services.has(key)) this.remove('Service', s);
       return;
     }
-    const fp = serviceFingerprint(s);
-    if (this.#fingerprints.get(`svc:${key}`) === fp) return; // no-op update
-    this.#fingerprints.set(`svc:${key}`, fp);
+    const prev = this.services.get(key);
+    if (prev) {
+      const fp = serviceFingerprint(s);
+      const prevFp = this.#svcFp.get(key) ?? serviceFingerprint(prev);
+      this.#svcFp.set(key, fp);
+      if (prevFp === fp) return; // no-op update
+    }
     this.services.set(key, s);
     this.#markService(key);
     this.serviceChanges++;
   }
 
   #upsertSlice(raw: unknown): void {
-    const r = EndpointSliceSchema.safeParse(raw);
+    const fast = fastEndpointSlice(raw);
+    const r = fast ? { success: true as const, data: fast } : EndpointSliceSchema.safeParse(raw);
     const meta = (raw as { metadata?: { name?: string; namespace?: string } })?.metadata;
     const label = `EndpointSlice ${meta?.namespace ?? 'default'}/${meta?.name ?? '?'}`;
     if (!r.success) {
@@ -168,10 +182,13 @@ export class ClusterState {
       if (this.slices.has(key)) this.remove('EndpointSlice', s);
       return;
     }
-    const fp = sliceFingerprint(s);
-    if (this.#fingerprints.get(`eps:${key}`) === fp) return;
-    this.#fingerprints.set(`eps:${key}`, fp);
     const old = this.slices.get(key);
+    if (old) {
+      const fp = sliceFingerprint(s);
+      const prevFp = this.#epsFp.get(key) ?? sliceFingerprint(old);
+      this.#epsFp.set(key, fp);
+      if (prevFp === fp) return; // no-op update
+    }
     if (old) this.#unlinkSlice(key, old);
     this.slices.set(key, s);
     const svcKey = `${s.metadata.namespace ?? 'default'}/${svc}`;

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { ConfigSchema } from '../config-schema/config.ts';
 import { ClusterState } from './cluster-state.ts';
-import { SnapshotBuilder } from './snapshot.ts';
+import { SnapshotBuilder, collectEndpoints } from './snapshot.ts';
+import type { EndpointSlice } from '../config-schema/kubernetes.ts';
 import { readListFile } from './file-source.ts';
 
 const FIXTURE = new URL('../e2e/testdata/cluster-small.kubectl.json', import.meta.url).pathname;
@@ -72,11 +73,15 @@ test('no-op updates queue nothing; a real change names the Service; unchanged Se
   const objs = JSON.parse(readFileSync(FIXTURE, 'utf8')).items;
   state.replace('Service', objs.filter((o: any) => o.kind === 'Service'));
   assert.equal(state.hasPending, false, 'same objects: nothing pending');
+  state.replace('EndpointSlice', objs.filter((o: any) => o.kind === 'EndpointSlice'));
+  assert.equal(state.hasPending, false, 'same slices: nothing pending');
   const slice = objs.find((o: any) => o.metadata.name === 'kube-dns-7x2kq');
   slice.endpoints = slice.endpoints.slice(0, 1);
   state.upsert('EndpointSlice', slice);
   const changes = state.checkout();
   assert.deepEqual([...changes.services], ['kube-system/kube-dns']);
+  state.upsert('EndpointSlice', structuredClone(slice));
+  assert.equal(state.hasPending, false, 'the same change again: nothing pending');
   builder.invalidate(changes);
   const second = builder.build(state, 'IPv4');
   const api1 = first.servicePorts.find((s) => s.name === 'api')!;
@@ -123,4 +128,18 @@ test('incremental builds equal a fresh build after every step: create, delete, a
       assert.deepEqual(builder.build(state, f).servicePorts.map(key).sort(), fresh(f), `${what} (${f})`);
     }
   }
+});
+
+test('collectEndpoints: sorted by ip:port, duplicates merged (a later local copy wins over a non-local one, else the first stays)', () => {
+  const slice = (name: string, eps: Array<[string, string | null, boolean]>) => ({
+    metadata: { name }, addressType: 'IPv4', ports: [{ name: 'p', port: 80, protocol: 'TCP' }],
+    endpoints: eps.map(([ip, nodeName, ready]) => ({ addresses: [ip], nodeName, conditions: { ready } })),
+  }) as unknown as EndpointSlice;
+  const got = collectEndpoints([
+    slice('a', [['10.0.0.9', 'other', true], ['10.0.0.1', 'other', false], ['10.0.0.5', 'me', true]]),
+    slice('b', [['10.0.0.1', 'me', true], ['10.0.0.5', 'other', false], ['10.0.0.10', null, true], ['10.0.0.1', 'me', false]]),
+  ], 'p', 'TCP', 'me', 'ip', () => {});
+  assert.deepEqual(got.map((e) => [e.ip, e.isLocal, e.ready]), [
+    ['10.0.0.10', false, true], ['10.0.0.1', true, true], ['10.0.0.5', true, true], ['10.0.0.9', false, true], // string order of ip:port
+  ]);
 });

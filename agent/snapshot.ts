@@ -279,31 +279,45 @@ export class SnapshotBuilder {
 
 /** Endpoints of one ServicePort from the Service's slices of one family (endpointslicecache.go semantics). */
 export function collectEndpoints(slices: readonly EndpointSlice[], portName: string, protocol: string, nodeName: string, family: TableFamily, warn: (msg: string) => void): Endpoint[] {
-  const byKey = new Map<string, Endpoint>();
+  // Candidates with their `ip:port` identity, in slice order; sorted (stably) by identity, then deduplicated:
+  // of equal identities the first wins unless a later one is local and the winner is not (as a Map in slice
+  // order would decide), without a Map per ServicePort.
+  const keys: string[] = [];
+  const eps: Endpoint[] = [];
   for (const s of slices) {
     const port = s.ports.find((p) => (p.name ?? '') === portName && (p.protocol ?? 'TCP') === protocol);
     if (!port || !port.port) continue;
     for (const e of s.endpoints) {
       let ip: string;
       try { ip = canonicalAddr(family, e.addresses[0], 'endpoints[].addresses[0]'); } catch (err) { warn(`EndpointSlice ${s.metadata.name}: ${(err as Error).message}`); continue; }
-      const ready = e.conditions?.ready ?? true;
+      const c = e.conditions;
+      const ready = c?.ready ?? true;
       const ep: Endpoint = {
         ip, port: port.port, isLocal: !!e.nodeName && e.nodeName === nodeName,
-        ready: ready !== false, serving: (e.conditions?.serving ?? true) !== false, terminating: e.conditions?.terminating === true,
+        ready: ready !== false, serving: (c?.serving ?? true) !== false, terminating: c?.terminating === true,
       };
-      const zones = e.hints?.forZones?.map((z) => z.name);
-      const nodes = e.hints?.forNodes?.map((n) => n.name);
-      if (zones?.length) ep.zoneHints = zones;
-      if (nodes?.length) ep.nodeHints = nodes;
-      const k = `${ip}:${port.port}`;
-      const prev = byKey.get(k);
-      if (!prev || (!prev.isLocal && ep.isLocal)) byKey.set(k, ep);
+      const h = e.hints;
+      if (h) {
+        const zones = h.forZones?.map((z) => z.name);
+        const nodes = h.forNodes?.map((n) => n.name);
+        if (zones?.length) ep.zoneHints = zones;
+        if (nodes?.length) ep.nodeHints = nodes;
+      }
+      keys.push(`${ip}:${port.port}`);
+      eps.push(ep);
     }
   }
-  return [...byKey.values()].sort((a, b) => {
-    const ka = `${a.ip}:${a.port}`, kb = `${b.ip}:${b.port}`;
-    return ka < kb ? -1 : ka > kb ? 1 : 0;
-  });
+  const order = keys.map((_, i) => i);
+  order.sort((a, b) => (keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : a - b));
+  const out: Endpoint[] = [];
+  let lastKey: string | null = null;
+  for (const i of order) {
+    const ep = eps[i];
+    if (keys[i] !== lastKey) { out.push(ep); lastKey = keys[i]; continue; }
+    const prev = out[out.length - 1];
+    if (!prev.isLocal && ep.isLocal) out[out.length - 1] = ep;
+  }
+  return out;
 }
 
 /** Parses `addr[/prefix]` of either family and masks host bits (Go net.ParseCIDR); null when malformed. */

@@ -15,6 +15,7 @@
  * repeated 7× (median). `--quick` (CI): 1,000 Services once, a small data-plane run; it fails when a sync sent
  * nothing, when a connection through a ClusterIP failed or reached a wrong endpoint: correctness, not timings.
  * Writes bench/results/latest.json (quick: latest-quick.json) and bench/results/sync-time.svg, and prints tables.
+ * For perf work: `--sizes=10000[,30000]`, `--no-nft`, `--no-dataplane` run a part (written to latest-partial.json).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -33,7 +34,11 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const INSIDE = 'NFTPROXY_BENCH_INSIDE';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
-const SIZES = quick ? [1000] : [1000, 10_000, 30_000];
+const sizesArg = args.find((a) => a.startsWith('--sizes='));
+const SIZES = sizesArg ? sizesArg.slice(8).split(',').map(Number) : quick ? [1000] : [1000, 10_000, 30_000];
+/** `--no-nft` / `--no-dataplane`: skip the `nft -f` comparison / the data-plane run (perf work on the agent's path). */
+const noNft = args.includes('--no-nft');
+const noDataplane = args.includes('--no-dataplane');
 const ENDPOINTS = 10;
 /** Upstream's layout is quadratic in the kernel: past this many seconds we stop waiting and report a lower bound. */
 const NFT_TIMEOUT_S = quick ? 60 : 150;
@@ -142,8 +147,8 @@ for (const n of SIZES) {
   writeFileSync(ours, render(rs));
   const up = join(dir, `upstream-${n}.nft`);
   writeFileSync(up, upstreamRuleset(svcs, { clusterCIDR: '10.0.0.0/8' }));
-  const nftOursS = nftLoad(ours);
-  const nftUpstreamS = nftLoad(up);
+  const nftOursS = noNft ? null : nftLoad(ours);
+  const nftUpstreamS = noNft ? null : nftLoad(up);
 
   // Peak RSS of an agent process holding this cluster (file source path, compile and plan; no kernel).
   const listFile = join(dir, `list-${n}.json`);
@@ -164,9 +169,9 @@ for (const n of SIZES) {
 
 // The data plane, in its own private world (bench/dataplane.ts).
 type DpRow = { services: number; endpoints: number; p50us: number; p99us: number; failures: number; endpointsReached: number; wrongEndpoint: number };
-const dpRun = runInPrivateWorld(join(ROOT, 'bench/dataplane.ts'), quick ? ['--quick'] : [], 900_000);
 let dataplane: { connectsPerTarget: number; rows: DpRow[] } | null = null;
-try { dataplane = JSON.parse(dpRun.stdout.trim().split('\n').pop() ?? ''); } catch { process.stderr.write(`bench: the data-plane run failed (${dpRun.status}): ${dpRun.stderr.slice(-2000)}\n`); }
+const dpRun = noDataplane ? null : runInPrivateWorld(join(ROOT, 'bench/dataplane.ts'), quick ? ['--quick'] : [], 900_000);
+if (dpRun) try { dataplane = JSON.parse(dpRun.stdout.trim().split('\n').pop() ?? ''); } catch { process.stderr.write(`bench: the data-plane run failed (${dpRun.status}): ${dpRun.stderr.slice(-2000)}\n`); }
 
 const f = (x: number | null, d = 0) => (x === null ? `>${NFT_TIMEOUT_S}s` : x.toFixed(d));
 const lines = [
@@ -183,14 +188,15 @@ process.stdout.write(lines.join('\n') + '\n');
 
 mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
 const machine = { cpus: (await import('node:os')).cpus().length, cpu: (await import('node:os')).cpus()[0]?.model, kernel: (await import('node:os')).release(), node: process.version };
-const jsonName = quick ? 'latest-quick.json' : 'latest.json';
+const partial = !!sizesArg || noNft || noDataplane;
+const jsonName = quick ? 'latest-quick.json' : partial ? 'latest-partial.json' : 'latest.json';
 writeFileSync(join(ROOT, `bench/results/${jsonName}`), JSON.stringify({ date: new Date().toISOString(), quick, machine, rows, dataplane }, null, 2) + '\n');
-if (!quick) writeFileSync(join(ROOT, 'bench/results/sync-time.svg'), chart(rows));
-process.stdout.write(`\nwrote bench/results/${jsonName}${quick ? '' : ' and bench/results/sync-time.svg'} (${machine.cpus} CPUs, ${machine.cpu}, Linux ${machine.kernel}, Node ${machine.node})\n`);
+if (!quick && !partial) writeFileSync(join(ROOT, 'bench/results/sync-time.svg'), chart(rows));
+process.stdout.write(`\nwrote bench/results/${jsonName}${quick || partial ? '' : ' and bench/results/sync-time.svg'} (${machine.cpus} CPUs, ${machine.cpu}, Linux ${machine.kernel}, Node ${machine.node})\n`);
 // Sanity (CI runs --quick): the sync must have been correct, not just fast.
 if (rows.some((r) => r.incrementalOps === 0 || r.messages < r.services)) { process.stderr.write('bench: a sync sent nothing: broken\n'); process.exit(1); }
-if (!dataplane) { process.stderr.write('bench: no data-plane result\n'); process.exit(1); }
-for (const d of dataplane.rows) {
+if (!dataplane && !noDataplane) { process.stderr.write('bench: no data-plane result\n'); process.exit(1); }
+for (const d of dataplane?.rows ?? []) {
   if (d.failures > 0 || d.wrongEndpoint > 0 || (d.endpoints > 1 && d.endpointsReached < 2)) {
     process.stderr.write(`bench: data plane broken at ${d.services} Services / ${d.endpoints} endpoints: ${JSON.stringify(d)}\n`);
     process.exit(1);

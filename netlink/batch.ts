@@ -10,7 +10,7 @@ import type { BatchOp } from './types.ts';
 import { FAMILY_NUMBER, NFPROTO } from './types.ts';
 import { NetlinkWriter } from './attrs.ts';
 import { NFNL_BATCH_GENID, NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFNL_SUBSYS, NFT_MSG, NLM_F, beginMessage, endMessage, nftType } from './message.ts';
-import { chunkElements, encodeChain, encodeChainFlush, encodeElements, encodeRule, encodeSet, encodeTable } from './objects.ts';
+import { MAX_ELEMENTS_BYTES, NFTA_SET_ELEM_LIST, encodeChain, encodeChainFlush, encodeElement, encodeElements, encodeRule, encodeSet, encodeTable } from './objects.ts';
 
 /** An encoded batch: the bytes to send and the map from message seq back to the operation. */
 export interface EncodedBatch {
@@ -123,11 +123,38 @@ export function encodeBatch(ops: readonly BatchOp[], opts: { seqStart: number; g
         break;
       }
       case 'elements': {
-        if (op.elements.elements.length === 0 && !del) break; // nothing to add
-        for (const [from, to] of chunkElements(w, op.elements, del)) {
-          const s = startMsg(i, MSG.elements[op.op], flags, FAMILY_NUMBER[op.elements.family]);
-          encodeElements(w, op.elements, from, to, del);
+        const spec = op.elements;
+        const n = spec.elements.length;
+        if (n === 0 && !del) break; // nothing to add
+        const type = MSG.elements[op.op], family = FAMILY_NUMBER[spec.family];
+        if (n === 0) { // a flush
+          const s = startMsg(i, type, flags, family);
+          encodeElements(w, spec, 0, 0, del);
           endMessage(w, s);
+          break;
+        }
+        // Each element is encoded once, straight into its message; the one that would push the ELEMENTS nest past
+        // MAX_ELEMENTS_BYTES is rewound and starts the next message (the same split as chunkElements()).
+        let from = 0;
+        while (from < n) {
+          const s = startMsg(i, type, flags, family);
+          w.attrStr(NFTA_SET_ELEM_LIST.TABLE, spec.table);
+          w.attrStr(NFTA_SET_ELEM_LIST.SET, spec.set);
+          if (!del && spec.setId !== undefined) w.attrU32be(NFTA_SET_ELEM_LIST.SET_ID, spec.setId);
+          const list = w.nest(NFTA_SET_ELEM_LIST.ELEMENTS);
+          let bytes = 0, k = from;
+          for (; k < n; k++) {
+            const e0 = w.pos;
+            const nest = w.nest((k - from + 1) & 0x7fff);
+            encodeElement(w, spec.elements[k], del);
+            w.end(nest);
+            const size = w.pos - e0;
+            if (bytes + size > MAX_ELEMENTS_BYTES && k > from) { w.pos = e0; break; }
+            bytes += size;
+          }
+          w.end(list);
+          endMessage(w, s);
+          from = k;
         }
         break;
       }

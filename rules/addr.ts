@@ -95,6 +95,32 @@ export function parseAddr(family: TableFamily, s: string, field = 'address'): Ui
   return b;
 }
 
+/**
+ * Writes the network-order bytes of an address of `family` into `out` at `off` (4 or 16 bytes), as
+ * {@link parseAddr} parses it, without allocating for IPv4.
+ * @throws like parseAddr (the same message).
+ */
+export function writeAddr(family: TableFamily, s: string, out: Uint8Array, off: number, field = 'address'): void {
+  if (family === 'ip' && typeof s === 'string') {
+    let part = 0, val = 0, digits = 0, ok = true;
+    for (let i = 0; i <= s.length; i++) {
+      const c = i < s.length ? s.charCodeAt(i) : 46;
+      if (c === 46) {
+        if (digits === 0 || part > 3) { ok = false; break; }
+        out[off + part++] = val;
+        val = 0;
+        digits = 0;
+      } else if (c >= 48 && c <= 57) {
+        if (digits > 0 && val === 0) { ok = false; break; }
+        val = val * 10 + (c - 48);
+        if (++digits > 3 || val > 255) { ok = false; break; }
+      } else { ok = false; break; }
+    }
+    if (ok && part === 4) return;
+  }
+  out.set(parseAddr(family, s, field), off);
+}
+
 /** Formats network-order bytes (4 or 16) as canonical text. */
 export function formatAddr(b: Uint8Array): string {
   if (b.length === 4) return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
@@ -117,8 +143,31 @@ export function formatAddr(b: Uint8Array): string {
   return `${hex(g.slice(0, bestStart))}::${hex(g.slice(bestStart + bestLen))}`;
 }
 
+/**
+ * True when `s` is an IPv4 address parseV4 accepts (the same checks, without allocating). Such a text is already
+ * canonical: four decimal octets 0..255 without leading zeros, which is exactly what formatAddr prints.
+ */
+function isV4(s: string): boolean {
+  let part = 0, val = 0, digits = 0;
+  for (let i = 0; i <= s.length; i++) {
+    const c = i < s.length ? s.charCodeAt(i) : 46;
+    if (c === 46) {
+      if (digits === 0 || part > 3) return false;
+      part++;
+      val = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57) {
+      if (digits > 0 && val === 0) return false;
+      val = val * 10 + (c - 48);
+      if (++digits > 3 || val > 255) return false;
+    } else return false;
+  }
+  return part === 4;
+}
+
 /** Canonical text of an address of `family`. @throws like parseAddr. */
 export function canonicalAddr(family: TableFamily, s: string, field = 'address'): string {
+  if (family === 'ip' && typeof s === 'string' && isV4(s)) return s; // valid IPv4 text is canonical (see isV4)
   return formatAddr(parseAddr(family, s, field));
 }
 

@@ -105,10 +105,11 @@ function selectionRules(eps: readonly Ep[], target: (ep: Ep) => Stmt[]): Rule[] 
 }
 
 /**
- * Compiles one ServicePort into its fragment.
+ * Compiles one ServicePort into its fragment. `fingerprint`: the input fingerprint `fingerprintOf([globalsFp, sp])`
+ * when the caller has it already; otherwise it is computed when first read.
  * @throws Error naming `servicePorts[i].<field>` on invalid addresses, ports or CIDRs.
  */
-function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint: string): Fragment {
+function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint: string | undefined): Fragment {
   const { family } = ctx;
   const f = `servicePorts[${idx}]`;
   const proto = PROTO[sp.protocol];
@@ -127,7 +128,10 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
 
   const clusterEps = normEndpoints(family, sp.clusterEndpoints, `${f}.clusterEndpoints`);
   const localEps = normEndpoints(family, sp.localEndpoints, `${f}.localEndpoints`);
-  const reachableEps = normEndpoints(family, sp.allReachableEndpoints, `${f}.allReachableEndpoints`);
+  // The reachable list is usually the very cluster (or local) list (agent/endpoints.ts): normalise it once.
+  const reachableEps = sp.allReachableEndpoints === sp.clusterEndpoints ? clusterEps
+    : sp.allReachableEndpoints === sp.localEndpoints ? localEps
+    : normEndpoints(family, sp.allReachableEndpoints, `${f}.allReachableEndpoints`);
 
   // serviceport.go: ExternallyAccessible, UsesClusterEndpoints, UsesLocalEndpoints.
   const externallyAccessible = sp.nodePort !== 0 || lbIPs.length > 0 || externalIPs.length > 0;
@@ -235,8 +239,17 @@ function compileServicePort(ctx: Ctx, sp: ServicePort, idx: number, fingerprint:
   }
 
   // The content depends on the endpoint-map blocks too (offsets, slot order): fold them into the fingerprint.
-  const fp = endpointOwners.length ? fingerprintOf([fingerprint, endpointOwners.map((o) => ctx.alloc.get(o))]) : fingerprint;
-  return { key: servicePortKey(sp), fingerprint: fp, inputFingerprint: fingerprint, chains, sets, elements, elementKeys: elements.map(elementKeyText), source: sp, endpointOwners };
+  // Blocks are immutable (endpoint-select.ts), so capturing them now and hashing later gives the same digest.
+  const blocks = endpointOwners.length ? endpointOwners.map((o) => ctx.alloc.get(o)) : null;
+  const globalsFp = ctx.globalsFp;
+  let inputFp = fingerprint, fp: string | undefined;
+  const input = () => (inputFp ??= fingerprintOf([globalsFp, sp]));
+  const frag = { key: servicePortKey(sp), chains, sets, elements, elementKeys: elements.map(elementKeyText), source: sp, endpointOwners };
+  // The fingerprints are computed on first read: a cold full sync never reads them, and later compiles read only
+  // those of the ServicePorts that changed to another object.
+  Object.defineProperty(frag, 'inputFingerprint', { get: input, enumerable: true });
+  Object.defineProperty(frag, 'fingerprint', { get: () => (fp ??= blocks ? fingerprintOf([input(), blocks]) : input()), enumerable: true });
+  return frag as typeof frag & Pick<Fragment, 'fingerprint' | 'inputFingerprint'>;
 }
 
 /**
@@ -272,7 +285,8 @@ export function compile(snapshot: Snapshot, opts: CompileOptions = {}): Ruleset 
       trusted.add(old);
       return;
     }
-    const fp = fingerprintOf([globalsFp, sp]);
+    // Without a previous fragment the input fingerprint is left to the fragment (computed if ever read).
+    const fp = old ? fingerprintOf([globalsFp, sp]) : undefined;
     if (old && (old.inputFingerprint ?? old.fingerprint) === fp) {
       byKey.set(key, old);
       trusted.add(old);

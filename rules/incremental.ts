@@ -13,7 +13,7 @@
  * Pure (no I/O); mutation is confined to rulesets passed with `inPlace`.
  */
 import type { Chain, Fragment, IndexedElement, Ruleset, SetDef } from './model.ts';
-import { checkFragmentRefs, elementKeyText, elementValueText } from './model.ts';
+import { checkFragmentRefs, elementKeyText } from './model.ts';
 
 /** Remembers the first overwritten value of every (map, key) so a patch can be rolled back or looked through. */
 export class Journal {
@@ -174,7 +174,7 @@ export function patchRuleset(rs: Ruleset, j: Journal, removed: readonly Fragment
       const k = f.elementKeys?.[i] ?? elementKeyText(e);
       const x = bySet.get(k);
       if (x) j.set(bySet, k, { ...x, owners: x.owners + 1 });
-      else j.set(bySet, k, { element: e, fragment: f.key, keyText: k, valueText: elementValueText(e), owners: 1 });
+      else j.set(bySet, k, { element: e, fragment: f.key, keyText: k, owners: 1 });
     });
   }
 }

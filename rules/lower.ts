@@ -22,7 +22,7 @@ import {
   PAYLOAD_BASE, REJECT_TYPE, RTN, SET_FLAG,
 } from '../netlink/types.ts';
 import type { ChainSpec, ElementSpec, Expr, RuleSpec, SetSpec, TableFamily, TableSpec, Verdict } from '../netlink/types.ts';
-import { addrLen, parseAddr, parseCidr, prefixMask } from './addr.ts';
+import { addrLen, parseAddr, parseCidr, prefixMask, writeAddr } from './addr.ts';
 import type { Chain, Element, KeyField, KeyPart, KeyType, Rule, SetDef, Stmt } from './model.ts';
 import { L4PROTO_NUMBER } from './model.ts';
 
@@ -305,27 +305,72 @@ export function setSpec(family: TableFamily, table: string, s: SetDef): SetSpec 
   return spec;
 }
 
-function keyPartBytes(family: TableFamily, p: KeyPart): Uint8Array {
+/** Length in bytes of a key part's value (unpadded). */
+function keyPartLen(p: KeyPart): number {
   switch (p.type) {
-    case 'ipv4_addr': return parseAddr('ip', p.ip, 'element address');
-    case 'ipv6_addr': return parseAddr('ip6', p.ip, 'element address');
-    case 'inet_proto': return new Uint8Array([L4PROTO_NUMBER[p.proto]]);
-    case 'inet_service':
-      if (!Number.isInteger(p.port) || p.port < 0 || p.port > 65535) throw new Error(`element port ${p.port} is out of range 0..65535`);
-      return beU16(p.port);
-    case 'numgen':
-      if (!Number.isInteger(p.value) || p.value < 0 || p.value > 0xffffffff) throw new Error(`element index ${p.value} is out of range 0..2^32-1`);
-      return hostU32(p.value);
+    case 'ipv4_addr': return 4;
+    case 'ipv6_addr': return 16;
+    case 'inet_proto': return 1;
+    case 'inet_service': return 2;
+    case 'numgen': return 4;
   }
 }
 
-/** Register bytes of an element key: each component zero-padded to 4 bytes in a concatenation. */
-export function elementKeyBytes(family: TableFamily, key: readonly KeyPart[]): Uint8Array {
-  if (key.length === 1) return keyPartBytes(family, key[0]);
-  const parts = key.map((p) => keyPartBytes(family, p));
-  const out = new Uint8Array(parts.reduce((n, b) => n + Math.ceil(b.length / 4) * 4, 0));
+/** Writes a key part's value at `out[off]` (validated; the same errors as before). */
+function writeKeyPart(p: KeyPart, out: Uint8Array, off: number): void {
+  switch (p.type) {
+    case 'ipv4_addr': writeAddr('ip', p.ip, out, off, 'element address'); return;
+    case 'ipv6_addr': writeAddr('ip6', p.ip, out, off, 'element address'); return;
+    case 'inet_proto': out[off] = L4PROTO_NUMBER[p.proto]; return;
+    case 'inet_service':
+      if (!Number.isInteger(p.port) || p.port < 0 || p.port > 65535) throw new Error(`element port ${p.port} is out of range 0..65535`);
+      out[off] = (p.port >> 8) & 0xff; out[off + 1] = p.port & 0xff;
+      return;
+    case 'numgen': {
+      if (!Number.isInteger(p.value) || p.value < 0 || p.value > 0xffffffff) throw new Error(`element index ${p.value} is out of range 0..2^32-1`);
+      const v = p.value >>> 0;
+      out[off] = v & 0xff; out[off + 1] = (v >>> 8) & 0xff; out[off + 2] = (v >>> 16) & 0xff; out[off + 3] = (v >>> 24) & 0xff;
+      return;
+    }
+  }
+}
+
+/**
+ * Hands out zero-filled byte ranges (views) of shared 64 KiB blocks: the element keys and values of a full plan
+ * (hundreds of thousands of 4- and 8-byte arrays) then cost one view each instead of one array buffer each.
+ * Ranges are never reused; a block is freed when no view of it is left.
+ */
+export class ByteArena {
+  #block = new Uint8Array(0);
+  #pos = 0;
+
+  /** A fresh zero-filled view of `n` bytes. */
+  take(n: number): Uint8Array {
+    if (n > 4096) return new Uint8Array(n);
+    if (this.#pos + n > this.#block.length) { this.#block = new Uint8Array(64 * 1024); this.#pos = 0; }
+    const out = this.#block.subarray(this.#pos, this.#pos + n);
+    this.#pos += n;
+    return out;
+  }
+}
+
+const newBytes = (n: number, arena?: ByteArena) => (arena ? arena.take(n) : new Uint8Array(n));
+
+/**
+ * Register bytes of an element key: each component zero-padded to 4 bytes in a concatenation. With `arena`, the
+ * bytes are a view into one of its blocks.
+ */
+export function elementKeyBytes(family: TableFamily, key: readonly KeyPart[], arena?: ByteArena): Uint8Array {
+  if (key.length === 1) {
+    const out = newBytes(keyPartLen(key[0]), arena);
+    writeKeyPart(key[0], out, 0);
+    return out;
+  }
+  let size = 0;
+  for (const p of key) size += Math.ceil(keyPartLen(p) / 4) * 4;
+  const out = newBytes(size, arena); // zero-filled: the padding
   let off = 0;
-  for (const b of parts) { out.set(b, off); off += Math.ceil(b.length / 4) * 4; }
+  for (const p of key) { writeKeyPart(p, out, off); off += Math.ceil(keyPartLen(p) / 4) * 4; }
   return out;
 }
 
@@ -334,20 +379,20 @@ export function elementKeyBytes(family: TableFamily, key: readonly KeyPart[]): U
  * 4 bytes (ip: 8 bytes, ip6: 20 bytes).
  * @throws Error on an address of the wrong family or a port outside 1..65535.
  */
-export function endpointDataBytes(family: TableFamily, ep: { ip: string; port: number }): Uint8Array {
+export function endpointDataBytes(family: TableFamily, ep: { ip: string; port: number }, arena?: ByteArena): Uint8Array {
   if (!Number.isInteger(ep.port) || ep.port < 1 || ep.port > 65535) throw new Error(`endpoint port ${ep.port} is out of range 1..65535`);
-  const a = parseAddr(family, ep.ip, 'endpoint address');
-  const out = new Uint8Array(a.length + 4);
-  out.set(a, 0);
-  out.set(beU16(ep.port), a.length);
+  const n = addrLen(family);
+  const out = newBytes(n + 4, arena);
+  writeAddr(family, ep.ip, out, 0, 'endpoint address');
+  out[n] = (ep.port >> 8) & 0xff; out[n + 1] = ep.port & 0xff;
   return out;
 }
 
-/** The ElementSpec of an element. */
-export function elementSpec(family: TableFamily, e: Element): ElementSpec {
-  const spec: ElementSpec = { key: elementKeyBytes(family, e.key) };
+/** The ElementSpec of an element (its byte arrays views into `arena` when given). */
+export function elementSpec(family: TableFamily, e: Element, arena?: ByteArena): ElementSpec {
+  const spec: ElementSpec = { key: elementKeyBytes(family, e.key, arena) };
   if (e.verdict) spec.data = { verdict: e.verdict };
-  if (e.endpoint) spec.data = { value: endpointDataBytes(family, e.endpoint) };
+  if (e.endpoint) spec.data = { value: endpointDataBytes(family, e.endpoint, arena) };
   if (e.comment !== undefined) spec.comment = e.comment;
   return spec;
 }

@@ -2,7 +2,7 @@
  * Upstream kube-proxy's object names (kubernetes pkg/proxy/nftables/proxier.go: hashAndTruncate,
  * servicePortChainNameBase, servicePortEndpointChainNameBase, truncateNFTablesComment). Pure.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** knftables.NameLengthMax (256) minus the longest chain prefix (16): proxier.go chainNameBaseLengthMax. */
 export const CHAIN_NAME_BASE_LENGTH_MAX = 240;
@@ -35,8 +35,9 @@ export function base32(bytes: Uint8Array): string {
  * Upstream: proxier.go hashAndTruncate.
  */
 export function hashAndTruncate(name: string): string {
-  const hash = base32(createHash('sha256').update(name, 'utf8').digest());
-  let out = `${hash.slice(0, 8)}-${name}`;
+  // The first 8 base32 characters encode exactly the first 5 bytes of the digest (one-shot native hash).
+  const prefix = base32(hash('sha256', name, 'buffer').subarray(0, 5));
+  let out = `${prefix}-${name}`;
   if (Buffer.byteLength(out) > CHAIN_NAME_BASE_LENGTH_MAX) out = out.slice(0, CHAIN_NAME_BASE_LENGTH_MAX - 3) + '...';
   return out;
 }

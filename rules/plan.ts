@@ -21,9 +21,9 @@
  * that reference that set carry it too (as nft does).
  */
 import type { BatchOp, ElementsSpec, Expr } from '../netlink/types.ts';
-import { chainSpec, elementSpec, ruleSpec, setSpec, tableSpec } from './lower.ts';
+import { ByteArena, chainSpec, elementSpec, ruleSpec, setSpec, tableSpec } from './lower.ts';
 import type { Chain, Element, Fragment, Rule, Ruleset, SetDef } from './model.ts';
-import { SKELETON_KEY, elementKeyText, stmtSetRefs } from './model.ts';
+import { SKELETON_KEY, elementKeyText, elementValueText, stmtSetRefs } from './model.ts';
 import { committedView } from './incremental.ts';
 
 /** How long a flushed chain stays before a later plan deletes it (proxier.go: "more than 1 s ago"). */
@@ -131,6 +131,7 @@ export function stepsToOps(rs: Pick<Ruleset, 'family' | 'table' | 'comment'>, st
   const ids = new Map<string, number>();
   let nextId = 1;
   const ops: BatchOp[] = [];
+  const arena = new ByteArena(); // element bytes as views of shared blocks (lower.ts)
   for (const st of steps) {
     switch (st.kind) {
       case 'table':
@@ -163,7 +164,7 @@ export function stepsToOps(rs: Pick<Ruleset, 'family' | 'table' | 'comment'>, st
         if (st.elements.length === 0) break;
         const spec: ElementsSpec = {
           family, table, set: st.set,
-          elements: st.elements.map((e) => (st.op === 'add' ? elementSpec(family, e) : { key: elementSpec(family, e).key })),
+          elements: st.elements.map((e) => (st.op === 'add' ? elementSpec(family, e, arena) : { key: elementSpec(family, e, arena).key })),
         };
         const id = ids.get(st.set);
         if (id !== undefined) spec.setId = id;
@@ -298,8 +299,9 @@ export function plan(committed: Ruleset | null, desired: Ruleset, opts: PlanOpti
       const cv = cIdx?.get(k);
       const dv = dIdx?.get(k);
       if (gone.has(set)) continue; // deleted with its set; re-created sets are refilled below
-      if (cv && (!dv || cv.valueText !== dv.valueText)) push(elemDeletes, set, cv.element);
-      if (dv && (!cv || cv.valueText !== dv.valueText)) push(elemAdds, set, dv.element);
+      const same = !!cv && !!dv && (cv.element === dv.element || elementValueText(cv.element) === elementValueText(dv.element));
+      if (cv && !same) push(elemDeletes, set, cv.element);
+      if (dv && !same) push(elemAdds, set, dv.element);
     }
   }
   for (const s of recreateSets) {
