@@ -70,6 +70,9 @@ try {
   obs.tablesRunning = tables();
   // Lowering oom_score_adj needs CAP_SYS_RESOURCE (some sandboxes drop it even for root): then a warning is expected.
   obs.hasSysResource = (BigInt(`0x${/CapEff:\s*([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]}`) >> 24n & 1n) === 1n;
+  // The agent's output reaches us through a pipe that is read only while the event loop runs (the inNs calls above
+  // block it): wait until its startup lines are in.
+  await poll(() => logLines(agent).filter((l) => l.msg === 'kernel check passed').length >= 2, 5000, 50);
   obs.oomWarning = logLines(agent).filter((l) => l.level === 40 && /oom_score_adj/.test(l.msg)).map((l) => l.msg)[0] ?? null;
   obs.kernelCheckLogged = logLines(agent).filter((l) => l.msg === 'kernel check passed').map((l) => l.family);
 
