@@ -26,6 +26,7 @@
  */
 import { NetlinkWriter, attrMap, iterAttrs, read } from './attrs.ts';
 import { NFNL_SUBSYS, NLM_F, beginMessage, endMessage, type NetlinkMessage } from './message.ts';
+import { formatAddr, parseAddr } from './addr.ts';
 
 /** linux/netfilter/nfnetlink_conntrack.h enum cntl_msg_types. */
 export const IPCTNL_MSG = { CT_NEW: 0, CT_GET: 1, CT_DELETE: 2 } as const;
@@ -119,79 +120,16 @@ export interface CtDumpFilter {
 
 // ---------------------------------------------------------------------------------------------- addresses
 
-function parseV4(s: string): Uint8Array | null {
-  const parts = s.split('.');
-  if (parts.length !== 4) return null;
-  const out = new Uint8Array(4);
-  for (let i = 0; i < 4; i++) {
-    if (!/^(0|[1-9]\d{0,2})$/.test(parts[i])) return null;
-    const n = Number(parts[i]);
-    if (n > 255) return null;
-    out[i] = n;
-  }
-  return out;
-}
-
-function parseV6(s: string): Uint8Array | null {
-  if (!/^[0-9a-fA-F:.]+$/.test(s)) return null;
-  const halves = s.split('::');
-  if (halves.length > 2) return null;
-  const groups = (h: string): number[] | null => {
-    if (h === '') return [];
-    const out: number[] = [];
-    const parts = h.split(':');
-    for (const [i, p] of parts.entries()) {
-      if (i === parts.length - 1 && p.includes('.')) {
-        const v4 = parseV4(p);
-        if (!v4) return null;
-        out.push((v4[0] << 8) | v4[1], (v4[2] << 8) | v4[3]);
-      } else {
-        if (!/^[0-9a-fA-F]{1,4}$/.test(p)) return null;
-        out.push(parseInt(p, 16));
-      }
-    }
-    return out;
-  };
-  const head = groups(halves[0]);
-  const tail = halves.length === 2 ? groups(halves[1]) : [];
-  if (!head || !tail) return null;
-  const missing = 8 - head.length - tail.length;
-  if (halves.length === 2 ? missing < 1 : missing !== 0) return null;
-  const all = [...head, ...Array<number>(halves.length === 2 ? missing : 0).fill(0), ...tail];
-  const out = new Uint8Array(16);
-  all.forEach((g, i) => { out[2 * i] = g >> 8; out[2 * i + 1] = g & 0xff; });
-  return out;
-}
-
 /**
  * Parses an address of `family` into network-order bytes (4 or 16).
  * @throws Error naming `field` and the value when it is not an address of that family.
  */
 export function ctAddrBytes(family: CtFamily, s: string, field: string): Uint8Array {
-  const b = family === 'ipv4' ? parseV4(s) : parseV6(s);
-  if (!b) throw new Error(`${field}: ${JSON.stringify(s)} is not an ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address`);
-  return b;
+  return parseAddr(family === 'ipv4' ? 'ip' : 'ip6', s, field);
 }
 
-/** Formats 4 or 16 network-order bytes as canonical text (RFC 5952, like inet_ntop and rules/addr.ts). */
-export function ctAddrText(b: Uint8Array): string {
-  if (b.length === 4) return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
-  if (b.length !== 16) throw new Error(`address of ${b.length} bytes is neither IPv4 nor IPv6`);
-  const g: number[] = [];
-  for (let i = 0; i < 8; i++) g.push((b[2 * i] << 8) | b[2 * i + 1]);
-  let bestStart = -1, bestLen = 0;
-  for (let i = 0; i < 8;) {
-    if (g[i] !== 0) { i++; continue; }
-    let j = i;
-    while (j < 8 && g[j] === 0) j++;
-    if (j - i > bestLen && j - i >= 2) { bestStart = i; bestLen = j - i; }
-    i = j;
-  }
-  if (bestStart === 0 && bestLen === 5 && g[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
-  const hex = (xs: number[]) => xs.map((x) => x.toString(16)).join(':');
-  if (bestStart < 0) return hex(g);
-  return `${hex(g.slice(0, bestStart))}::${hex(g.slice(bestStart + bestLen))}`;
-}
+/** Formats 4 or 16 network-order bytes as canonical text (RFC 5952, like inet_ntop; netlink/addr.ts). */
+export const ctAddrText: (b: Uint8Array) => string = formatAddr;
 
 // ---------------------------------------------------------------------------------------------- encoding
 
