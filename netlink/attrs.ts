@@ -27,9 +27,22 @@ export class NetlinkWriter {
   pos = 0;
   /** NUL-terminated UTF-8 encodings of strings seen before (table, chain and set names repeat a lot). */
   readonly #strings = new Map<string, Buffer>();
+  /** Encoded values derived from a string key (element comment TLVs repeat per owner), see {@link derived}. */
+  readonly #derived = new Map<string, Uint8Array>();
 
   constructor(initialBytes = 64 * 1024) {
     this.buf = Buffer.allocUnsafe(initialBytes);
+  }
+
+  /**
+   * Bytes derived from `key` by `make`, computed once per writer (a writer encodes one batch, so the memo lives as
+   * long as the batch). Keys are namespaced by the caller (e.g. `comment\0<text>`). The returned bytes are shared:
+   * callers must not modify them.
+   */
+  derived(key: string, make: () => Uint8Array): Uint8Array {
+    let b = this.#derived.get(key);
+    if (b === undefined) this.#derived.set(key, (b = make()));
+    return b;
   }
 
   /** Makes room for `n` more bytes. */

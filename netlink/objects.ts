@@ -38,10 +38,6 @@ export const MAX_ELEMENTS_BYTES = 60_000;
 
 const utf8 = new TextEncoder();
 
-/** Element comments repeat (one per endpoint-map owner, per no-endpoint verdict): their encoded TLVs, reused. */
-const elementComments = new Map<string, Uint8Array>();
-const ELEMENT_COMMENT_CACHE_MAX = 200_000;
-
 /** A single comment TLV `00 <len> text\0`, as libnftnl writes table, chain, rule and element comments. */
 export function commentUdata(comment: string, type = UDATA_COMMENT): Uint8Array {
   const text = utf8.encode(comment);
@@ -49,17 +45,6 @@ export function commentUdata(comment: string, type = UDATA_COMMENT): Uint8Array 
   const out = new Uint8Array(text.length + 3);
   out[0] = type; out[1] = text.length + 1; out.set(text, 2);
   return out;
-}
-
-/** {@link commentUdata} of an element comment, from a bounded cache (the bytes are shared: do not modify them). */
-function elementCommentUdata(comment: string): Uint8Array {
-  let b = elementComments.get(comment);
-  if (b === undefined) {
-    b = commentUdata(comment);
-    if (elementComments.size >= ELEMENT_COMMENT_CACHE_MAX) elementComments.clear();
-    elementComments.set(comment, b);
-  }
-  return b;
 }
 
 /** Reads the TLV of `type` from userdata, as a string (comment) or a host-order u32. */
@@ -198,7 +183,7 @@ export function encodeElement(w: NetlinkWriter, e: ElementSpec, forDelete: boole
     writeData(w, e.data);
     w.end(d);
   }
-  if (e.comment !== undefined) w.attrBytes(NFTA_SET_ELEM.USERDATA, elementCommentUdata(e.comment));
+  if (e.comment !== undefined) w.attrBytes(NFTA_SET_ELEM.USERDATA, w.derived(`comment\0${e.comment}`, () => commentUdata(e.comment!))); // encoded once per batch
 }
 
 /**
