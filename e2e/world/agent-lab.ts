@@ -4,6 +4,7 @@
  * its JSON log, a reachability probe, and a veth that connects the private world's own namespace to the node (the
  * fake API server listens there).
  */
+export { logOf, problemsOf } from './netns.ts';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { LAB, inNs, poll, sh, spawnInNs, type Background } from './netns.ts';
@@ -63,21 +64,6 @@ export async function answers(ns: string, host: string, port: number, count: num
 /** Starts `nftproxy run` in the node. */
 export function startAgent(configPath: string, env: NodeJS.ProcessEnv = {}): Background {
   return spawnInNs(LAB.node, NODE, [CLI, 'run', '--config', configPath], { ...process.env, ...env });
-}
-
-/** The agent's log lines that parse as JSON (pino). */
-export function logOf(agent: Background): Array<Record<string, unknown>> {
-  return agent.out.join('').split('\n').flatMap((l) => {
-    try { return [JSON.parse(l) as Record<string, unknown>]; } catch { return []; }
-  });
-}
-
-/**
- * The agent's warnings and errors (pino level >= 40), less the ones this sandbox makes expected: oom_score_adj -999
- * needs CAP_SYS_RESOURCE, which some sandboxes drop even for root.
- */
-export function problemsOf(agent: Background): string[] {
-  return logOf(agent).filter((l) => (l.level as number) >= 40 && !/oom_score_adj/.test(String(l.msg))).map((l) => String(l.msg));
 }
 
 /** Waits until `nft list table ip nftproxy` in the node shows `needle`; true when it did within `timeoutMs`. */

@@ -66,6 +66,22 @@ export function inNs(ns: string, cmd: string, args: string[], opts: { input?: st
 /** A long-running command in a host; its output is collected in `out`. */
 export interface Background { child: ChildProcess; out: string[]; exited: Promise<number | null> }
 
+/** The JSON (pino) lines a background process printed, parsed; other lines are left out. */
+export function logOf(b: Background): Array<Record<string, unknown>> {
+  return b.out.join('').split('\n').flatMap((l) => {
+    try { return [JSON.parse(l) as Record<string, unknown>]; } catch { return []; }
+  });
+}
+
+/**
+ * The messages of an agent's warnings and errors (pino level >= 40), less the ones this sandbox makes expected:
+ * oom_score_adj -999 needs CAP_SYS_RESOURCE, which some sandboxes drop even for root. `ignore` drops more.
+ */
+export function problemsOf(b: Background, ignore?: RegExp): string[] {
+  return logOf(b).map((l) => ({ level: Number(l.level), msg: String(l.msg) }))
+    .filter((l) => l.level >= 40 && !/oom_score_adj/.test(l.msg) && !(ignore?.test(l.msg) ?? false)).map((l) => l.msg);
+}
+
 /** Starts a long-running command in host `ns`. */
 export function spawnInNs(ns: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env): Background {
   const child = spawn('ip', ['netns', 'exec', ns, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });

@@ -6,7 +6,7 @@
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { problemsOf, LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const CLI = join(ROOT, 'agent/cli.ts');
@@ -63,8 +63,7 @@ try {
   obs.agentExit = await Promise.race([agent.exited, new Promise((r) => setTimeout(() => r('timeout'), 6000))]);
   obs.agentExitMs = Date.now() - t0;
   obs.tableAfterExit = inNs(LAB.node, 'nft', ['list', 'table', 'ip', 'nftproxy'], { allowFail: true }).includes('service-ips');
-  // oom_score_adj -999 needs CAP_SYS_RESOURCE, which some sandboxes drop even for root: that warning is expected.
-  obs.agentLog = agent.out.join('').split('\n').filter((l) => (l.includes('"level":50') || l.includes('"level":40')) && !l.includes('oom_score_adj')).slice(0, 5);
+  obs.agentLog = problemsOf(agent).slice(0, 5);
 } catch (err) {
   obs.error = (err as Error).stack;
 } finally {

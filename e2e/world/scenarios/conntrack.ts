@@ -12,7 +12,7 @@
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { problemsOf, LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const CLI = join(ROOT, 'agent/cli.ts');
@@ -142,7 +142,7 @@ try {
   obs.reconcileAfterDelete = gone ? reconciles(agent)[1] : null;
   obs.ctAfterDelete = conntrackL();
 
-  obs.warnings = logLines(agent).filter((l) => l.level >= 40 && !/oom_score_adj/.test(l.msg)).map((l) => l.msg).slice(0, 5);
+  obs.warnings = problemsOf(agent).slice(0, 5);
 } catch (err) {
   obs.error = (err as Error).stack;
 } finally {

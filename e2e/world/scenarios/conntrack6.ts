@@ -7,7 +7,7 @@
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { problemsOf, LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const CLI = join(ROOT, 'agent/cli.ts');
@@ -83,7 +83,7 @@ try {
   obs.podsAfterMove = [...new Set(rx().filter((r) => moved && r.ms > moved.ms).map((r) => r.pod))];
   obs.ctAfter = conntrackL6();
   obs.reconcilesAfterMove = reconciles().slice(n).map((r) => ({ family: r.family, udpFlows: r.udpFlows, deleted: r.deleted }));
-  obs.warnings = agent.out.join('').split('\n').filter((l) => (l.includes('"level":40') || l.includes('"level":50')) && !l.includes('oom_score_adj')).slice(0, 5);
+  obs.warnings = problemsOf(agent).slice(0, 5);
 } catch (err) {
   obs.error = (err as Error).stack;
 } finally {

@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { destroyHosts, inNs, poll, preparePrivateWorld, sh, spawnInNs, type Background } from '../netns.ts';
+import { problemsOf, destroyHosts, inNs, poll, preparePrivateWorld, sh, spawnInNs, type Background } from '../netns.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const CLI = join(ROOT, 'agent/cli.ts');
@@ -89,7 +89,7 @@ try {
   obs.exitAfterChangeMs = Date.now() - changedAt;
   obs.changeLogged = logLines(agent).some((l) => l.msg.includes('config file changed; exiting'));
   obs.tablesAfterExit = tables();
-  obs.agentErrors = logLines(agent).filter((l) => l.level >= 40 && !l.msg.includes('not valid; keeping the running config') && !/oom_score_adj/.test(l.msg)).map((l) => l.msg).slice(0, 5);
+  obs.agentErrors = problemsOf(agent, /not valid; keeping the running config/).slice(0, 5);
 
   // 3c. what the supervisor does next: start it again; it runs with the new file (minSyncPeriod 2 s, oomScoreAdj 500,
   // which needs no privilege); SIGTERM then stops it with exit 0 within 5 s and the ruleset in place.

@@ -13,7 +13,7 @@
 import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LAB, LAB6, addLabIPv6, addLabPod, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { problemsOf, LAB, LAB6, addLabIPv6, addLabPod, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const CLI = join(ROOT, 'agent/cli.ts');
@@ -182,8 +182,7 @@ try {
     o.localLBFromPod = connect('pod-d', 'tcp', f.lb.local, 80, 6);
     o.localLBFromHost = connect(LAB.node, 'tcp', f.lb.local, 80, 3);
   }
-  // oom_score_adj -999 needs CAP_SYS_RESOURCE, which some sandboxes drop even for root: that warning is expected.
-  obs.agentLog = agent.out.join('').split('\n').filter((l) => (l.includes('"level":50') || l.includes('"level":40')) && !l.includes('oom_score_adj')).slice(0, 5);
+  obs.agentLog = problemsOf(agent).slice(0, 5);
   obs.totalMs = Date.now() - t0;
 } catch (err) {
   obs.error = (err as Error).stack;
