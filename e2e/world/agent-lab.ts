@@ -6,6 +6,8 @@
  */
 export { logOf, problemsOf } from './netns.ts';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LAB, inNs, poll, sh, spawnInNs, type Background } from './netns.ts';
 
@@ -59,6 +61,18 @@ export async function probe(ns: string, host: string, port: number, mode: 'reach
 export async function answers(ns: string, host: string, port: number, count: number): Promise<string[]> {
   const r = await runAsync(ns, NODE, [CLIENT, 'tcp', host, String(port), String(count), '1000']);
   return (JSON.parse(r.stdout) as Array<{ by?: string; err?: string }>).map((x) => x.by ?? `error:${x.err}`);
+}
+
+/**
+ * A temp folder with the example services file and the example config (health and metrics servers off unless
+ * `overrides` sets them); returns the config's path.
+ */
+export function exampleConfig(prefix: string, overrides: Record<string, unknown> = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), `nftproxy-${prefix}-`));
+  writeFileSync(join(dir, 'services.json'), readFileSync(join(ROOT, 'deploy/examples/services.json')));
+  const config = { ...JSON.parse(readFileSync(join(ROOT, 'deploy/examples/config.json'), 'utf8')), healthzBindAddress: '', metricsBindAddress: '', ...overrides };
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+  return join(dir, 'config.json');
 }
 
 /** Starts `nftproxy run` in the node. */

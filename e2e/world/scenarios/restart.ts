@@ -4,11 +4,9 @@
  * stays) and a new agent starts. The new agent must adopt the table: its first sync sends nothing, and the table
  * is never re-created (its kernel handle stays the same). Prints one JSON object.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LAB, buildLab, destroyHosts, poll, preparePrivateWorld, type Background } from '../netns.ts';
-import { NODE, ROOT, logOf, problemsOf, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
+import { exampleConfig, NODE, ROOT, logOf, problemsOf, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
 
 preparePrivateWorld();
 const hosts = buildLab();
@@ -17,12 +15,9 @@ const obs: Record<string, unknown> = {};
 const tableHandle = async () => /table ip nftproxy \{ # handle (\d+)/.exec((await runAsync(LAB.node, 'nft', ['-a', 'list', 'table', 'ip', 'nftproxy'])).stdout)?.[1] ?? null;
 try {
   await startPods(bg);
-  const dir = mkdtempSync(join(tmpdir(), 'nftproxy-restart-'));
-  writeFileSync(join(dir, 'services.json'), readFileSync(join(ROOT, 'deploy/examples/services.json')));
-  const config = { ...JSON.parse(readFileSync(join(ROOT, 'deploy/examples/config.json'), 'utf8')), healthzBindAddress: '', metricsBindAddress: '' };
-  writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+  const configPath = exampleConfig('restart');
 
-  const first = startAgent(join(dir, 'config.json'));
+  const first = startAgent(configPath);
   bg.push(first);
   obs.firstUp = await waitForTable('service-ips', 15_000);
   if (!obs.firstUp) throw new Error(`agent did not program the table: ${first.out.join('')}`);
@@ -34,7 +29,7 @@ try {
   const t0 = Date.now();
   obs.firstExit = await stopAgent(first);
   obs.tableWhileDown = (await tableHandle()) !== null;
-  const second = startAgent(join(dir, 'config.json'));
+  const second = startAgent(configPath);
   bg.push(second);
   const synced = await poll(() => logOf(second).find((l) => l.msg === 'synced'), 15_000, 20);
   obs.restartToFirstSyncMs = Date.now() - t0;

@@ -4,11 +4,8 @@
  * hears it on NFNLGRP_NFTABLES and repairs with a full sync. Measures when the ruleset and real connections are
  * back. Prints one JSON object.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { LAB, buildLab, destroyHosts, poll, preparePrivateWorld, type Background } from '../netns.ts';
-import { ROOT, logOf, probe, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
+import { exampleConfig, logOf, probe, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
 
 const WEB_CHAIN = 'service-SUSTUHLJ-default/web/tcp/http';
 preparePrivateWorld();
@@ -18,11 +15,8 @@ const obs: Record<string, unknown> = {};
 const nft = (...args: string[]) => runAsync(LAB.node, 'nft', args);
 try {
   await startPods(bg);
-  const dir = mkdtempSync(join(tmpdir(), 'nftproxy-tamper-'));
-  writeFileSync(join(dir, 'services.json'), readFileSync(join(ROOT, 'deploy/examples/services.json')));
-  const config = { ...JSON.parse(readFileSync(join(ROOT, 'deploy/examples/config.json'), 'utf8')), healthzBindAddress: '', metricsBindAddress: '' };
-  writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
-  const agent = startAgent(join(dir, 'config.json'));
+  const configPath = exampleConfig('tamper');
+  const agent = startAgent(configPath);
   bg.push(agent);
   obs.agentUp = await waitForTable('service-ips', 15_000);
   if (!obs.agentUp) throw new Error(`agent did not program the table: ${agent.out.join('')}`);
