@@ -334,7 +334,9 @@ export async function runAgent(cfg: Config, nodeName: string, log: RunLogger, op
   } catch (err) {
     stopSource();
     tamper?.stop();
+    await Promise.allSettled(servers.map((s) => s.close()));
     sock.close();
+    conntrack.close();
     return fail(`cannot listen: ${(err as Error).message}`);
   }
 
