@@ -307,6 +307,10 @@ export function collectEndpoints(slices: readonly EndpointSlice[], portName: str
       eps.push(ep);
     }
   }
+  // Already strictly ascending (no duplicates): the stable sort and the deduplication would keep it as is.
+  let ascending = true;
+  for (let i = 1; i < keys.length; i++) if (!(keys[i - 1] < keys[i])) { ascending = false; break; }
+  if (ascending) return eps;
   const order = keys.map((_, i) => i);
   order.sort((a, b) => (keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : a - b));
   const out: Endpoint[] = [];
