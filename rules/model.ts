@@ -264,7 +264,11 @@ export function keyPartText(p: KeyPart): string {
 
 /** nft text of an element key: `10.96.0.1 . tcp . 80`. This string is the element's identity in its set. */
 export function elementKeyText(e: Pick<Element, 'key'>): string {
-  return e.key.map(keyPartText).join(' . ');
+  const k = e.key;
+  if (k.length <= 1) return k.length ? keyPartText(k[0]) : '';
+  let out = keyPartText(k[0]);
+  for (let i = 1; i < k.length; i++) out += ' . ' + keyPartText(k[i]);
+  return out;
 }
 
 /** The value identity of an element: verdict text and comment (a change of either is a change of the element). */
