@@ -321,12 +321,17 @@ export function checkFragmentRefs(
   for (const c of f.chains) {
     for (const r of c.rules) {
       for (const st of r.stmts) {
-        for (const ref of stmtChainRefs(st)) {
+        // At most one chain and one set reference per statement (stmtChainRefs/stmtSetRefs), without arrays.
+        const cref = st.k === 'verdict' && (st.verdict.kind === 'jump' || st.verdict.kind === 'goto') ? st.verdict.chain : undefined;
+        if (cref !== undefined) {
+          const ref = cref;
           const t = chains.get(ref);
           if (!t) throw new Error(`ruleset: chain ${c.name} references unknown chain ${JSON.stringify(ref)}`);
           if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references chain ${ref} of ${t.fragment}`);
         }
-        for (const ref of stmtSetRefs(st)) {
+        const sref = st.k === 'lookup' || st.k === 'update' ? st.set : st.k === 'vmap' || st.k === 'dnatMap' ? st.map : undefined;
+        if (sref !== undefined) {
+          const ref = sref;
           const t = sets.get(ref);
           if (!t) throw new Error(`ruleset: chain ${c.name} references unknown set ${JSON.stringify(ref)}`);
           if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references set ${ref} of ${t.fragment}`);
@@ -345,7 +350,9 @@ export function checkFragmentRefs(
     const t = sets.get(e.set);
     if (!t) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
     if (!visible(f.key, t.fragment)) throw new Error(`ruleset: element of set ${e.set} (${t.fragment}) in ${f.key}`);
-    if (e.key.length !== t.set.key.length || e.key.some((p, i) => !KEY_PART_TYPES[p.type] || p.type !== t.set.key[i])) {
+    let keyOk = e.key.length === t.set.key.length;
+    for (let i = 0; keyOk && i < e.key.length; i++) { const p = e.key[i]; keyOk = !!KEY_PART_TYPES[p.type] && p.type === t.set.key[i]; }
+    if (!keyOk) {
       throw new Error(`ruleset: element ${JSON.stringify(e.key)} of ${f.key} does not match the key type ${t.set.key.join(' . ')} of ${e.set}`);
     }
     if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'verdict' ? 'missing' : 'unexpected'} verdict`);
