@@ -253,7 +253,8 @@ export class SnapshotBuilder {
     const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
     const internalPolicyLocal = spec.internalTrafficPolicy === 'Local';
     const affinity = spec.sessionAffinity === 'ClientIP' ? spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_SECONDS : null;
-    const slices = [...(state.slicesByService.get(`${ns}/${name}`) ?? [])].map((k) => state.slices.get(k)!).filter((s) => s.addressType === family);
+    const slices: EndpointSlice[] = [];
+    for (const k of state.slicesByService.get(`${ns}/${name}`) ?? []) { const s = state.slices.get(k)!; if (s.addressType === family) slices.push(s); }
 
     const out: ServicePort[] = [];
     for (const [i, p] of spec.ports.entries()) {

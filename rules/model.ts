@@ -395,11 +395,13 @@ export function buildRuleset(
   }
   const elements = new Map<string, Map<string, IndexedElement>>();
   for (const s of sets.keys()) elements.set(s, new Map());
+  // Consecutive elements are often of one set: its index Map looked up once per run.
+  let lastSet: string | undefined, lastBySet: Map<string, IndexedElement> | undefined;
   for (const f of fragments) {
     if (!opts.trusted?.has(f)) checkFragmentRefs(family, f, chains, sets);
     for (let ei = 0; ei < f.elements.length; ei++) {
       const e = f.elements[ei];
-      const bySet = elements.get(e.set);
+      const bySet = e.set === lastSet ? lastBySet : (lastBySet = elements.get((lastSet = e.set)));
       if (!bySet) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
       const keyText = f.elementKeys?.[ei] ?? elementKeyText(e);
       const prev = bySet.get(keyText);
