@@ -253,7 +253,8 @@ export class SnapshotBuilder {
     const externalPolicyLocal = externallyAccessible && spec.externalTrafficPolicy === 'Local';
     const internalPolicyLocal = spec.internalTrafficPolicy === 'Local';
     const affinity = spec.sessionAffinity === 'ClientIP' ? spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_SECONDS : null;
-    const slices = [...(state.slicesByService.get(`${ns}/${name}`) ?? [])].map((k) => state.slices.get(k)!).filter((s) => s.addressType === family);
+    const slices: EndpointSlice[] = [];
+    for (const k of state.slicesByService.get(`${ns}/${name}`) ?? []) { const s = state.slices.get(k)!; if (s.addressType === family) slices.push(s); }
 
     const out: ServicePort[] = [];
     for (const [i, p] of spec.ports.entries()) {
@@ -307,6 +308,10 @@ export function collectEndpoints(slices: readonly EndpointSlice[], portName: str
       eps.push(ep);
     }
   }
+  // Already strictly ascending (no duplicates): the stable sort and the deduplication would keep it as is.
+  let ascending = true;
+  for (let i = 1; i < keys.length; i++) if (!(keys[i - 1] < keys[i])) { ascending = false; break; }
+  if (ascending) return eps;
   const order = keys.map((_, i) => i);
   order.sort((a, b) => (keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : a - b));
   const out: Endpoint[] = [];

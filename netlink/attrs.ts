@@ -59,17 +59,23 @@ export class NetlinkWriter {
   pad(): void {
     const p = align4(this.pos);
     if (p > this.pos) {
+      // At most 3 bytes: a byte loop (Buffer.fill has a per-call cost that dominated small pads).
       this.ensure(p - this.pos);
-      this.buf.fill(0, this.pos, p);
-      this.pos = p;
+      const buf = this.buf;
+      while (this.pos < p) buf[this.pos++] = 0;
     }
   }
 
   u8raw(v: number): void { this.ensure(1); this.buf[this.pos++] = v & 0xff; }
   u16le(v: number): void { this.ensure(2); this.buf.writeUInt16LE(v & 0xffff, this.pos); this.pos += 2; }
   u32le(v: number): void { this.ensure(4); this.buf.writeUInt32LE(v >>> 0, this.pos); this.pos += 4; }
-  u16be(v: number): void { this.ensure(2); this.buf.writeUInt16BE(v & 0xffff, this.pos); this.pos += 2; }
-  u32be(v: number): void { this.ensure(4); this.buf.writeUInt32BE(v >>> 0, this.pos); this.pos += 4; }
+  u16be(v: number): void { this.ensure(2); const b = this.buf, o = this.pos; b[o] = (v >>> 8) & 0xff; b[o + 1] = v & 0xff; this.pos = o + 2; }
+  u32be(v: number): void {
+    this.ensure(4);
+    const b = this.buf, o = this.pos;
+    b[o] = (v >>> 24) & 0xff; b[o + 1] = (v >>> 16) & 0xff; b[o + 2] = (v >>> 8) & 0xff; b[o + 3] = v & 0xff;
+    this.pos = o + 4;
+  }
   raw(b: Uint8Array): void { this.ensure(b.length); this.buf.set(b, this.pos); this.pos += b.length; }
 
   /** Starts an attribute header; returns its offset for {@link end}. */
@@ -77,7 +83,9 @@ export class NetlinkWriter {
     this.pad();
     const start = this.pos;
     this.ensure(4);
-    this.buf.writeUInt16LE(type, start + 2);
+    // nla_type, host order (little-endian); nla_len is written by end().
+    this.buf[start + 2] = type & 0xff;
+    this.buf[start + 3] = (type >>> 8) & 0xff;
     this.pos += 4;
     return start;
   }
@@ -89,7 +97,8 @@ export class NetlinkWriter {
   end(start: number): void {
     const len = this.pos - start;
     if (len > NLA_MAX_LEN) throw new RangeError(`netlink attribute type ${this.buf.readUInt16LE(start + 2) & NLA_TYPE_MASK} is ${len} bytes; at most ${NLA_MAX_LEN} fit in nla_len`);
-    this.buf.writeUInt16LE(len, start);
+    this.buf[start] = len & 0xff;
+    this.buf[start + 1] = len >>> 8;
     this.pad();
   }
 

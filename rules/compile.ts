@@ -75,6 +75,22 @@ interface Ep {
 }
 
 function normEndpoints(family: TableFamily, eps: readonly Endpoint[], field: string): Ep[] {
+  // Fast path: the snapshot's lists are usually sorted by identity already without duplicates (agent/snapshot.ts
+  // collectEndpoints); then the result is the list itself, without a Map and a sort.
+  const out: Ep[] = [];
+  for (let i = 0; i < eps.length; i++) {
+    const e = eps[i];
+    const ip = canonicalAddr(family, e.ip, `${field}[${i}].ip`);
+    if (!Number.isInteger(e.port) || e.port < 1 || e.port > 65535) throw new Error(`${field}[${i}].port: ${e.port} is out of range 1..65535`);
+    const str = family === 'ip' ? `${ip}:${e.port}` : `[${ip}]:${e.port}`;
+    if (i > 0 && !(out[i - 1].str < str)) return normEndpointsSlow(family, eps, field);
+    out.push({ ip, port: e.port, isLocal: e.isLocal, str });
+  }
+  return out;
+}
+
+/** {@link normEndpoints} for any order: deduplicated by identity (local wins), sorted by identity. */
+function normEndpointsSlow(family: TableFamily, eps: readonly Endpoint[], field: string): Ep[] {
   const byStr = new Map<string, Ep>();
   eps.forEach((e, i) => {
     const ip = canonicalAddr(family, e.ip, `${field}[${i}].ip`);

@@ -236,9 +236,11 @@ export function selectViaMap(
 ): { rules: Rule[]; elements: Element[] } {
   const block = alloc.assign(owner, eps.map((e) => e.str));
   const map = endpointMapOf(block.offset);
-  const byStr = new Map(eps.map((e) => [e.str, e]));
+  // A fresh block holds the endpoints in the given order: no lookup Map needed then.
+  const inOrder = block.slots.length === eps.length && block.slots.every((id, i) => id === eps[i].str);
+  const byStr = inOrder ? null : new Map(eps.map((e) => [e.str, e]));
   const elements: Element[] = block.slots.map((id, i) => {
-    const ep = byStr.get(id)!;
+    const ep = byStr ? byStr.get(id)! : eps[i];
     return { set: map, key: [{ type: 'numgen', value: block.offset + i }], endpoint: { ip: ep.ip, port: ep.port }, comment: owner };
   });
   const rules = [rule([S.l4proto(proto), { k: 'dnatMap', mod: eps.length, offset: block.offset, map }])];

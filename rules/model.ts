@@ -264,7 +264,11 @@ export function keyPartText(p: KeyPart): string {
 
 /** nft text of an element key: `10.96.0.1 . tcp . 80`. This string is the element's identity in its set. */
 export function elementKeyText(e: Pick<Element, 'key'>): string {
-  return e.key.map(keyPartText).join(' . ');
+  const k = e.key;
+  if (k.length <= 1) return k.length ? keyPartText(k[0]) : '';
+  let out = keyPartText(k[0]);
+  for (let i = 1; i < k.length; i++) out += ' . ' + keyPartText(k[i]);
+  return out;
 }
 
 /** The value identity of an element: verdict text and comment (a change of either is a change of the element). */
@@ -317,12 +321,17 @@ export function checkFragmentRefs(
   for (const c of f.chains) {
     for (const r of c.rules) {
       for (const st of r.stmts) {
-        for (const ref of stmtChainRefs(st)) {
+        // At most one chain and one set reference per statement (stmtChainRefs/stmtSetRefs), without arrays.
+        const cref = st.k === 'verdict' && (st.verdict.kind === 'jump' || st.verdict.kind === 'goto') ? st.verdict.chain : undefined;
+        if (cref !== undefined) {
+          const ref = cref;
           const t = chains.get(ref);
           if (!t) throw new Error(`ruleset: chain ${c.name} references unknown chain ${JSON.stringify(ref)}`);
           if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references chain ${ref} of ${t.fragment}`);
         }
-        for (const ref of stmtSetRefs(st)) {
+        const sref = st.k === 'lookup' || st.k === 'update' ? st.set : st.k === 'vmap' || st.k === 'dnatMap' ? st.map : undefined;
+        if (sref !== undefined) {
+          const ref = sref;
           const t = sets.get(ref);
           if (!t) throw new Error(`ruleset: chain ${c.name} references unknown set ${JSON.stringify(ref)}`);
           if (!visible(f.key, t.fragment)) throw new Error(`ruleset: chain ${c.name} (${f.key}) references set ${ref} of ${t.fragment}`);
@@ -341,7 +350,9 @@ export function checkFragmentRefs(
     const t = sets.get(e.set);
     if (!t) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
     if (!visible(f.key, t.fragment)) throw new Error(`ruleset: element of set ${e.set} (${t.fragment}) in ${f.key}`);
-    if (e.key.length !== t.set.key.length || e.key.some((p, i) => !KEY_PART_TYPES[p.type] || p.type !== t.set.key[i])) {
+    let keyOk = e.key.length === t.set.key.length;
+    for (let i = 0; keyOk && i < e.key.length; i++) { const p = e.key[i]; keyOk = !!KEY_PART_TYPES[p.type] && p.type === t.set.key[i]; }
+    if (!keyOk) {
       throw new Error(`ruleset: element ${JSON.stringify(e.key)} of ${f.key} does not match the key type ${t.set.key.join(' . ')} of ${e.set}`);
     }
     if (!!e.verdict !== (t.set.map === 'verdict')) throw new Error(`ruleset: element of ${e.set} in ${f.key}: ${t.set.map === 'verdict' ? 'missing' : 'unexpected'} verdict`);
@@ -384,11 +395,13 @@ export function buildRuleset(
   }
   const elements = new Map<string, Map<string, IndexedElement>>();
   for (const s of sets.keys()) elements.set(s, new Map());
+  // Consecutive elements are often of one set: its index Map looked up once per run.
+  let lastSet: string | undefined, lastBySet: Map<string, IndexedElement> | undefined;
   for (const f of fragments) {
     if (!opts.trusted?.has(f)) checkFragmentRefs(family, f, chains, sets);
     for (let ei = 0; ei < f.elements.length; ei++) {
       const e = f.elements[ei];
-      const bySet = elements.get(e.set);
+      const bySet = e.set === lastSet ? lastBySet : (lastBySet = elements.get((lastSet = e.set)));
       if (!bySet) throw new Error(`ruleset: element of unknown set ${JSON.stringify(e.set)} in ${f.key}`);
       const keyText = f.elementKeys?.[ei] ?? elementKeyText(e);
       const prev = bySet.get(keyText);

@@ -37,10 +37,10 @@ export const ELEMENTS_PER_OP = 1000;
 export const ELEMENT_BYTES_PER_OP = 48_000;
 
 /** A generous estimate of an element's encoded size in NEWSETELEM (nests, key, verdict, comment). */
-function elementBytes(e: Element): number {
+function elementBytes(e: Element, commentBytes: (c: string) => number = Buffer.byteLength): number {
   let n = 32 + e.key.length * 16;
   if (e.verdict) n += 32 + (e.verdict.kind === 'goto' || e.verdict.kind === 'jump' ? e.verdict.chain.length : 0);
-  if (e.comment !== undefined) n += 8 + Buffer.byteLength(e.comment);
+  if (e.comment !== undefined) n += 8 + commentBytes(e.comment);
   return n;
 }
 
@@ -81,8 +81,11 @@ export interface SyncPlan {
 function pushElements(steps: PlanStep[], op: 'add' | 'delete', set: string, elements: readonly Element[]): void {
   let cur: Element[] = [];
   let bytes = 0;
+  // Consecutive elements usually share their comment (one owner's endpoint-map block): its byte length once.
+  let lastComment: string | undefined, lastCommentBytes = 0;
+  const commentBytes = (c: string) => (c === lastComment ? lastCommentBytes : (lastCommentBytes = Buffer.byteLength((lastComment = c))));
   for (const e of elements) {
-    const b = elementBytes(e);
+    const b = elementBytes(e, commentBytes);
     if (cur.length && (cur.length >= ELEMENTS_PER_OP || bytes + b > ELEMENT_BYTES_PER_OP)) {
       steps.push({ op, kind: 'elements', set, elements: cur });
       cur = [];
@@ -104,7 +107,10 @@ export function creationSteps(rs: Ruleset): PlanStep[] {
   for (const f of rs.fragments.values()) for (const s of f.sets) steps.push({ op: 'add', kind: 'set', set: s });
   for (const f of rs.fragments.values()) for (const c of f.chains) for (const r of c.rules) steps.push({ op: 'add', kind: 'rule', chain: c.name, rule: r });
   for (const [set, byKey] of rs.index.elements) {
-    if (byKey.size) pushElements(steps, 'add', set, [...byKey.values()].map((x) => x.element));
+    if (byKey.size === 0) continue;
+    const els: Element[] = [];
+    for (const x of byKey.values()) els.push(x.element);
+    pushElements(steps, 'add', set, els);
   }
   return steps;
 }
