@@ -70,6 +70,26 @@ test('a read-only /sys is a warning, not a failure', () => {
   assert.match(warnings[0], /hashsize: cannot set it to 32768 \(EROFS: the file system is read-only\); it stays 16384/);
 });
 
+test('a value we may not even read (rootless: hashsize is 0600) is a warning, not a failure; the rest is set', () => {
+  const warnings: string[] = [];
+  const { fs, writes } = fakeFs({
+    '/proc/sys/net/netfilter/nf_conntrack_max': '65536',
+    '/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established': '86400',
+    '/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_close_wait': '3600',
+    '/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal': '0',
+  });
+  const unreadable: SysctlFs = {
+    readFile: (p) => { if (p === HASHSIZE_PATH) throw Object.assign(new Error('permission denied'), { code: 'EACCES' }); return fs.readFile(p); },
+    writeFile: (p, d) => fs.writeFile(p, d),
+  };
+  const out = applySysctls(unreadable, conntrackTargets(DEFAULTS, 2), (m) => warnings.push(m));
+  assert.equal(out[0].action, 'written');
+  assert.deepEqual({ action: out[1].action, previous: out[1].previous }, { action: 'read-only', previous: null });
+  assert.equal(writes.some(([p]) => p === HASHSIZE_PATH), false);
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0], /hashsize: cannot read it \(EACCES/);
+});
+
 test('any other failure throws with the path and the errno', () => {
   const { fs } = fakeFs({});
   assert.throws(() => applySysctls(fs, conntrackTargets(DEFAULTS, 2), () => {}),

@@ -85,7 +85,7 @@ export function conntrackTargets(settings: ConntrackSettings, numCPU: number): S
 /**
  * Ensures every target. Returns one outcome per target. A write that fails with EROFS (read-only sysfs or procfs),
  * or EACCES/EPERM on a value that is global to the host and read-only inside a network namespace, becomes
- * `read-only` and is passed to `warn`.
+ * `read-only` and is passed to `warn`; so does a read that fails with EACCES/EPERM (`previous` null).
  * @throws Error naming the path and the errno for any other failure (e.g. ENOENT when nf_conntrack is not loaded).
  */
 export function applySysctls(fs: SysctlFs, targets: SysctlTarget[], warn: (msg: string, path: string) => void): SysctlOutcome[] {
@@ -97,6 +97,14 @@ export function applySysctls(fs: SysctlFs, targets: SysctlTarget[], warn: (msg: 
       previous = Number.parseInt(text, 10);
       if (!Number.isFinite(previous)) throw Object.assign(new Error(`not an integer: ${JSON.stringify(text)}`), { code: 'EINVAL' });
     } catch (err) {
+      // Unreadable for lack of privilege (e.g. /sys/module/nf_conntrack/parameters/hashsize is 0600 and the agent
+      // runs in an unprivileged user namespace): we cannot know or set it, so it is a warning like a read-only file.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM') {
+        warn(`${t.path}: cannot read it (${code}: not permitted here); cannot set it to ${t.value}; problems may arise later`, t.path);
+        outcomes.push({ path: t.path, desired: t.value, previous: null, action: 'read-only', warned: true });
+        continue;
+      }
       throw sysctlError('read', t.path, err);
     }
     const needed = t.onlyRaise ? previous < t.value : previous !== t.value;
