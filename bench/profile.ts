@@ -11,17 +11,12 @@ import { SnapshotBuilder } from '../agent/snapshot.ts';
 import { compile, plan } from '../rules/index.ts';
 import { encodeBatch } from '../netlink/batch.ts';
 import { NftSocket } from '../netlink/socket.ts';
-import { syntheticServices } from './upstream-layout.ts';
+import { kubeObjects, syntheticServices } from './upstream-layout.ts';
 
 const n = Number(process.argv[2] ?? 10_000);
 const kernel = process.argv.includes('--kernel');
 const svcs = syntheticServices(n, 10);
-const services = svcs.map((s) => ({ kind: 'Service', metadata: { name: s.name, namespace: s.namespace }, spec: { clusterIP: s.clusterIP, ports: [{ name: `p${s.port}`, port: s.port, protocol: 'TCP' }] } }));
-const slices = svcs.map((s) => ({
-  kind: 'EndpointSlice', metadata: { name: `${s.name}-x`, namespace: s.namespace, labels: { 'kubernetes.io/service-name': s.name } }, addressType: 'IPv4',
-  endpoints: s.endpoints.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-2' })),
-  ports: [{ name: `p${s.port}`, port: s.targetPort, protocol: 'TCP' }],
-}));
+const { services, slices } = kubeObjects(svcs);
 const cfg = ConfigSchema.parse({ clusterCIDR: '10.0.0.0/8', ipFamilies: ['IPv4'], source: { type: 'file', path: 'x' } });
 const mib = (x: number) => Math.round(x / 1048576);
 const out: Record<string, number> = {};

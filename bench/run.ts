@@ -27,7 +27,7 @@ import { SnapshotBuilder } from '../agent/snapshot.ts';
 import { commitDelta, compile, plan, render } from '../rules/index.ts';
 import { encodeBatch } from '../netlink/batch.ts';
 import { NftSocket } from '../netlink/socket.ts';
-import { syntheticServices, upstreamRuleset, type SyntheticService } from './upstream-layout.ts';
+import { kubeObjects, syntheticServices, upstreamRuleset } from './upstream-layout.ts';
 import { runInPrivateWorld } from '../e2e/world/netns.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -48,17 +48,6 @@ if (process.env[INSIDE] !== '1') {
   const unshareArgs = process.getuid?.() === 0 ? ['--net', '--mount', '--propagation', 'private'] : ['--user', '--map-root-user', '--net', '--mount', '--propagation', 'private'];
   const r = spawnSync('unshare', [...unshareArgs, process.execPath, new URL(import.meta.url).pathname, ...args], { stdio: 'inherit', env: { ...process.env, [INSIDE]: '1' } });
   process.exit(r.status ?? 1);
-}
-
-/** The Kubernetes objects of the synthetic Services (the same ones the upstream layout is generated from). */
-function kubeObjects(svcs: SyntheticService[]): { services: unknown[]; slices: unknown[] } {
-  const services = svcs.map((s) => ({ kind: 'Service', metadata: { name: s.name, namespace: s.namespace }, spec: { clusterIP: s.clusterIP, ports: [{ name: `p${s.port}`, port: s.port, protocol: 'TCP' }] } }));
-  const slices = svcs.map((s) => ({
-    kind: 'EndpointSlice', metadata: { name: `${s.name}-x`, namespace: s.namespace, labels: { 'kubernetes.io/service-name': s.name } }, addressType: 'IPv4',
-    endpoints: s.endpoints.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-2' })),
-    ports: [{ name: `p${s.port}`, port: s.targetPort, protocol: 'TCP' }],
-  }));
-  return { services, slices };
 }
 
 /** Runs `nft -f file` in a fresh netns; returns seconds, or null past the timeout. */

@@ -116,3 +116,14 @@ export function upstreamRuleset(services: SyntheticService[], opts: { clusterCID
   }
   return lines.join('\n') + '\n';
 }
+
+/** The Kubernetes objects of the synthetic Services (the same ones the upstream layout is generated from). */
+export function kubeObjects(svcs: SyntheticService[]): { services: unknown[]; slices: unknown[] } {
+  const services = svcs.map((s) => ({ kind: 'Service', metadata: { name: s.name, namespace: s.namespace }, spec: { clusterIP: s.clusterIP, ports: [{ name: `p${s.port}`, port: s.port, protocol: 'TCP' }] } }));
+  const slices = svcs.map((s) => ({
+    kind: 'EndpointSlice', metadata: { name: `${s.name}-x`, namespace: s.namespace, labels: { 'kubernetes.io/service-name': s.name } }, addressType: 'IPv4',
+    endpoints: s.endpoints.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: 'node-2' })),
+    ports: [{ name: `p${s.port}`, port: s.targetPort, protocol: 'TCP' }],
+  }));
+  return { services, slices };
+}
