@@ -18,6 +18,14 @@ export const ECHO = join(ROOT, 'e2e/world/echo-server.ts');
 export const CLIENT = join(ROOT, 'e2e/world/client.ts');
 export const NODE = process.execPath;
 
+/** What e2e/world/client.ts reports per connection: the answering pod and the source it saw, or the error. */
+export type ConnectResult = { by?: string; src?: string; err?: string; ms?: number };
+
+/** Makes `count` sequential connections from host `ns` with e2e/world/client.ts (blocking; bounded by `timeoutMs` each). */
+export function connect(ns: string, proto: 'tcp' | 'udp', host: string, port: number, count: number, timeoutMs = 2000): ConnectResult[] {
+  return JSON.parse(inNs(ns, NODE, [CLIENT, proto, host, String(port), String(count), String(timeoutMs)], { timeoutMs: 120_000 }));
+}
+
 /** Runs a command in host `ns` without blocking; resolves with exit code and output. */
 export function runAsync(ns: string, cmd: string, args: string[], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

@@ -7,23 +7,15 @@ import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { problemsOf, LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { CLI, ECHO, NODE, ROOT, connect } from '../agent-lab.ts';
 
-const ROOT = new URL('../../..', import.meta.url).pathname;
-const CLI = join(ROOT, 'agent/cli.ts');
-const CLIENT = join(ROOT, 'e2e/world/client.ts');
-const ECHO = join(ROOT, 'e2e/world/echo-server.ts');
-const node = process.execPath;
-
-type Result = { by?: string; src?: string; err?: string; ms?: number };
-const connect = (ns: string, proto: 'tcp' | 'udp', host: string, port: number, count: number, timeoutMs = 2000): Result[] =>
-  JSON.parse(inNs(ns, node, [CLIENT, proto, host, String(port), String(count), String(timeoutMs)], { timeoutMs: 120_000 }));
 
 preparePrivateWorld();
 const hosts = buildLab();
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
 try {
-  for (const p of LAB.pods) bg.push(spawnInNs(p.ns, node, [ECHO, p.ns, '8080,5353']));
+  for (const p of LAB.pods) bg.push(spawnInNs(p.ns, NODE, [ECHO, p.ns, '8080,5353']));
   const dir = mkdtempSync(join(tmpdir(), 'nftproxy-e2e-'));
   const services = JSON.parse(readFileSync(join(ROOT, 'deploy/examples/services.json'), 'utf8'));
   writeFileSync(join(dir, 'services.json'), JSON.stringify(services));
@@ -34,7 +26,7 @@ try {
     const ok = await poll(() => { const r = connect(LAB.node, 'tcp', p.ip, 8080, 1, 500)[0]; return r.by === p.ns; }, 10_000, 100);
     if (!ok) throw new Error(`echo server in ${p.ns} did not come up`);
   }
-  const agent = spawnInNs(LAB.node, node, [CLI, 'run', '--config', join(dir, 'config.json')]);
+  const agent = spawnInNs(LAB.node, NODE, [CLI, 'run', '--config', join(dir, 'config.json')]);
   bg.push(agent);
   const up = await poll(() => inNs(LAB.node, 'nft', ['list', 'table', 'ip', 'nftproxy'], { allowFail: true }).includes('service-ips'), 15_000, 100);
   obs.agentUp = !!up;

@@ -14,18 +14,10 @@ import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { problemsOf, LAB, LAB6, addLabIPv6, addLabPod, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { CLI, ECHO, NODE, ROOT, connect, type ConnectResult } from '../agent-lab.ts';
 
-const ROOT = new URL('../../..', import.meta.url).pathname;
-const CLI = join(ROOT, 'agent/cli.ts');
-const CLIENT = join(ROOT, 'e2e/world/client.ts');
-const ECHO = join(ROOT, 'e2e/world/echo-server.ts');
-const node = process.execPath;
-
-type Result = { by?: string; src?: string; err?: string; ms?: number };
-const connect = (ns: string, proto: 'tcp' | 'udp', host: string, port: number, count: number, timeoutMs = 2000): Result[] =>
-  JSON.parse(inNs(ns, node, [CLIENT, proto, host, String(port), String(count), String(timeoutMs)], { timeoutMs: 120_000 }));
 const httpGet = (ns: string, url: string): { status?: number; body?: string; weight?: string | null; err?: string } =>
-  JSON.parse(inNs(ns, node, ['--input-type=module', '-e',
+  JSON.parse(inNs(ns, NODE, ['--input-type=module', '-e',
     'try { const r = await fetch(process.argv[1], { signal: AbortSignal.timeout(3000) }); console.log(JSON.stringify({ status: r.status, weight: r.headers.get("x-load-balancing-endpoint-weight"), body: await r.text() })); } catch (e) { console.log(JSON.stringify({ err: String(e.cause?.code ?? e.name) })); }',
     url], { timeoutMs: 20_000 }));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -83,7 +75,7 @@ function servicesList(localNodes: { a: string; b: string }): unknown {
   return { apiVersion: 'v1', kind: 'List', items };
 }
 
-const answeredBy = (rs: Result[]) => [...new Set(rs.map((r) => r.by ?? `error:${r.err}`))].sort();
+const answeredBy = (rs: ConnectResult[]) => [...new Set(rs.map((r) => r.by ?? `error:${r.err}`))].sort();
 
 const tStart = Date.now();
 const stage = (what: string) => process.stderr.write(`[semantics] ${what} at +${Date.now() - tStart} ms\n`);
@@ -96,7 +88,7 @@ const t0 = Date.now();
 try {
   addLabIPv6([F.v4.lbRoute, F.v6.lbRoute, F.v4.otherRoute, F.v6.otherRoute, F.v4.newRoute, F.v6.newRoute]);
   hosts.push(addLabPod('pod-d', F.v4.podD, F.v6.podD));
-  for (const p of LAB.pods) bg.push(spawnInNs(p.ns, node, [ECHO, p.ns, '8080,5353']));
+  for (const p of LAB.pods) bg.push(spawnInNs(p.ns, NODE, [ECHO, p.ns, '8080,5353']));
   const dir = mkdtempSync(join(tmpdir(), 'nftproxy-sem-'));
   const write = (list: unknown) => {
     writeFileSync(join(dir, 'services.json.tmp'), JSON.stringify(list));
@@ -114,7 +106,7 @@ try {
       if (!ok) throw new Error(`echo server in ${ns} did not come up on ${ip}`);
     }
   }
-  const agent = spawnInNs(LAB.node, node, [CLI, 'run', '--config', join(dir, 'config.json')]);
+  const agent = spawnInNs(LAB.node, NODE, [CLI, 'run', '--config', join(dir, 'config.json')]);
   bg.push(agent);
   const up = await poll(() => ['ip', 'ip6'].every((t) => inNs(LAB.node, 'nft', ['list', 'table', t, 'nftproxy'], { allowFail: true }).includes('service-ips')), 15_000, 100);
   if (!up) throw new Error(`agent did not program both tables: ${agent.out.join('')}`);
@@ -139,8 +131,8 @@ try {
     // Affinity: holds across connections, then expires (timeout 1 s): after each expiry a fresh random pick.
     o.affHold = connect(LAB.client, 'tcp', f.clusterIPs.aff, 80, 10);
     // Up to 8 expiries: the chance that a fresh pick (1 of 3) repeats the held pod 8 times is (1/3)^8 = 0.015 %.
-    const held = (o.affHold as Result[])[0]?.by;
-    const after: Result[] = [];
+    const held = (o.affHold as ConnectResult[])[0]?.by;
+    const after: ConnectResult[] = [];
     for (let i = 0; i < 8; i++) {
       await sleep(1300);
       after.push(...connect(LAB.client, 'tcp', f.clusterIPs.aff, 80, 1));
