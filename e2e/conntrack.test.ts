@@ -7,20 +7,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { namespacesUnavailable, runInPrivateWorld } from './world/netns.ts';
+import { e2eSkip, scenarioResult } from './world/netns.ts';
 import type { CtLine } from './world/scenarios/conntrack.ts';
 
-const skip = namespacesUnavailable();
-if (skip && process.env.CI) throw new Error(`CI must run the e2e tests, but: ${skip}`);
-if (skip) console.log(`# SKIP e2e/conntrack.test.ts: ${skip}`);
+const skip = e2eSkip('e2e/conntrack.test.ts');
 
 const find = (ls: CtLine[], dport: number, proto = 'udp') => ls.filter((l) => l.proto === proto && l.dport === dport && l.src === '192.168.50.2');
 
 test('stale UDP flows: endpoint moved, other flows untouched, restart deletes nothing, Service deletion', { skip: skip ?? false, timeout: 120_000 }, () => {
-  const r = runInPrivateWorld(new URL('./world/scenarios/conntrack.ts', import.meta.url).pathname, [], 100_000);
-  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(o.error, undefined, o.error);
+  const o = scenarioResult(new URL('./world/scenarios/conntrack.ts', import.meta.url), [], 100_000);
 
   // Before: one statsd flow from source port 40125 to pod-a, one dns flow, one TCP flow.
   assert.deepEqual(o.statsBefore, ['pod-a']);
@@ -73,10 +68,7 @@ test('stale UDP flows: endpoint moved, other flows untouched, restart deletes no
 });
 
 test('stale UDP flows in the IPv6 family: the endpoint moves, the same sender reaches the new pod', { skip: skip ?? false, timeout: 90_000 }, () => {
-  const r = runInPrivateWorld(new URL('./world/scenarios/conntrack6.ts', import.meta.url).pathname, [], 80_000);
-  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(o.error, undefined, o.error);
+  const o = scenarioResult(new URL('./world/scenarios/conntrack6.ts', import.meta.url), [], 80_000);
   assert.deepEqual(o.before, ['pod-a']);
   assert.deepEqual(o.ctBefore.map((l: { sport: number; rsrc: string }) => [l.sport, l.rsrc]), [[40125, 'fd00:244:1::10']]);
   assert.ok(o.firstAtNewEndpointMs !== null && o.firstAtNewEndpointMs <= 2500, `first datagram at pod-c after ${o.firstAtNewEndpointMs} ms`);

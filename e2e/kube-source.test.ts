@@ -5,20 +5,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { namespacesUnavailable, runInPrivateWorld } from './world/netns.ts';
+import { e2eSkip, scenarioResult } from './world/netns.ts';
 
-const skip = namespacesUnavailable();
-if (skip && process.env.CI) throw new Error(`CI must run the e2e tests, but: ${skip}`);
-if (skip) console.log(`# SKIP e2e/kube-source.test.ts: ${skip}`);
+const skip = e2eSkip('e2e/kube-source.test.ts');
 
 /** minSyncPeriod (1 s) + 1 s. */
 const BUDGET_MS = 2000;
 
 test('kubernetes source: startup gating, create/update/delete within minSyncPeriod + 1 s, 410, dropped and stalled watches, bad credentials', { skip: skip ?? false, timeout: 120_000 }, () => {
-  const r = runInPrivateWorld(new URL('./world/scenarios/kube-source.ts', import.meta.url).pathname, [], 110_000);
-  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(o.error, undefined, o.error);
+  const o = scenarioResult(new URL('./world/scenarios/kube-source.ts', import.meta.url), [], 110_000);
 
   // Bad credentials and an unreadable kubeconfig: exit 1 with one clear line, nothing programmed.
   assert.equal(o.badToken.code, 1);

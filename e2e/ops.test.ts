@@ -5,17 +5,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { namespacesUnavailable, runInPrivateWorld } from './world/netns.ts';
+import { e2eSkip, scenarioResult } from './world/netns.ts';
 
-const skip = namespacesUnavailable();
-if (skip && process.env.CI) throw new Error(`CI must run the e2e tests, but: ${skip}`);
-if (skip) console.log(`# SKIP e2e/ops.test.ts: ${skip}`);
+const skip = e2eSkip('e2e/ops.test.ts');
 
 test('init-only, kernel check, oomScoreAdj, config watch, cleanup and --cleanup --kube-proxy', { skip: skip ?? false, timeout: 120_000 }, () => {
-  const r = runInPrivateWorld(new URL('./world/scenarios/ops.ts', import.meta.url).pathname, [], 100_000);
-  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(o.error, undefined, o.error);
+  const o = scenarioResult(new URL('./world/scenarios/ops.ts', import.meta.url), [], 100_000);
 
   // The kernel probe passes for both families and leaves no table behind.
   assert.deepEqual(o.check, { status: 0, passed: ['ip', 'ip6'] });

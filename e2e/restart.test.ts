@@ -4,17 +4,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { namespacesUnavailable, runInPrivateWorld } from './world/netns.ts';
+import { e2eSkip, scenarioResult } from './world/netns.ts';
 
-const skip = namespacesUnavailable();
-if (skip && process.env.CI) throw new Error(`CI must run the e2e tests, but: ${skip}`);
-if (skip) console.log(`# SKIP e2e/restart.test.ts: ${skip}`);
+const skip = e2eSkip('e2e/restart.test.ts');
 
 test('restart under a stream of connections: no connection fails, the new agent adopts the table with 0 ops', { skip: skip ?? false, timeout: 90_000 }, () => {
-  const r = runInPrivateWorld(new URL('./world/scenarios/restart.ts', import.meta.url).pathname, [], 80_000);
-  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(o.error, undefined, o.error);
+  const o = scenarioResult(new URL('./world/scenarios/restart.ts', import.meta.url), [], 80_000);
   assert.equal(o.firstUp, true);
   assert.equal(o.firstExit, 0);
   assert.equal(o.tableWhileDown, true, 'SIGTERM leaves the ruleset in place');

@@ -8,21 +8,16 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { namespacesUnavailable, runInPrivateWorld } from './world/netns.ts';
+import { e2eSkip, scenarioResult } from './world/netns.ts';
 
-const skip = namespacesUnavailable();
-if (skip && process.env.CI) throw new Error(`CI must run the e2e tests, but: ${skip}`);
-if (skip) console.log(`# SKIP e2e/sysctls.test.ts: ${skip}`);
+const skip = e2eSkip('e2e/sysctls.test.ts');
 
 type Outcome = { name: string; action: string; previous: number; desired: number; warned?: boolean };
 const byName = (os: Outcome[]) => Object.fromEntries(os.map((o) => [o.name, o]));
 const PER_NETNS = ['nf_conntrack_tcp_timeout_established', 'nf_conntrack_tcp_timeout_close_wait', 'nf_conntrack_tcp_be_liberal', 'nf_conntrack_udp_timeout', 'nf_conntrack_udp_timeout_stream'];
 
 test('run --init-only sets the per-namespace conntrack sysctls, writes nothing when right, warns on a read-only /proc/sys', { skip: skip ?? false, timeout: 90_000 }, () => {
-  const r = runInPrivateWorld(new URL('./world/scenarios/sysctls.ts', import.meta.url).pathname, [], 80_000);
-  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(o.error, undefined, o.error);
+  const o = scenarioResult(new URL('./world/scenarios/sysctls.ts', import.meta.url), [], 80_000);
   assert.equal(o.netnsModeMax, '444', 'the kernel makes nf_conntrack_max read-only outside the initial namespace');
 
   // Run 1: exits 0 and sets every per-namespace value from the config (24h, 1h, be_liberal, 45s, 150s).

@@ -4,20 +4,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { namespacesUnavailable, runInPrivateWorld } from './world/netns.ts';
+import { e2eSkip, scenarioResult } from './world/netns.ts';
 
-const skip = namespacesUnavailable();
-if (skip && process.env.CI) throw new Error(`CI must run the e2e tests, but: ${skip}`);
-if (skip) console.log(`# SKIP e2e/traffic.test.ts: ${skip}`);
+const skip = e2eSkip('e2e/traffic.test.ts');
 
 type R = { by?: string; src?: string; err?: string; ms?: number };
 const answeredBy = (rs: R[]) => new Set(rs.map((r) => r.by ?? `error:${r.err}`));
 
 test('ClusterIP traffic through nftproxy run: balance, sources, UDP, rejects, endpoint removal, SIGTERM', { skip: skip ?? false, timeout: 240_000 }, () => {
-  const r = runInPrivateWorld(new URL('./world/scenarios/clusterip.ts', import.meta.url).pathname, [], 200_000);
-  assert.equal(r.status, 0, `scenario exited ${r.status}: ${r.stderr}`);
-  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(o.error, undefined, o.error);
+  const o = scenarioResult(new URL('./world/scenarios/clusterip.ts', import.meta.url), [], 200_000);
   assert.equal(o.agentUp, true);
 
   // From the node itself and from the outside client: every endpoint answers, and the pod sees the node's

@@ -41,6 +41,29 @@ export function runInPrivateWorld(script: string, args: string[], timeoutMs: num
   });
 }
 
+/**
+ * Why the e2e tests of `file` must be skipped, or false. The reason is printed as a TAP comment. In CI (`CI` set)
+ * it throws instead: CI must run the e2e tests.
+ */
+export function e2eSkip(file: string): string | false {
+  const why = namespacesUnavailable();
+  if (why && process.env.CI) throw new Error(`CI must run the e2e tests, but: ${why}`);
+  if (why) console.log(`# SKIP ${file}: ${why}`);
+  return why ?? false;
+}
+
+/**
+ * Runs a scenario script (it prints one JSON object as its last line) in the private world and returns that object.
+ * @throws Error (failing the test) when the script exited non-zero or its object carries an `error`.
+ */
+export function scenarioResult(script: URL, args: string[], timeoutMs: number): any {
+  const r = runInPrivateWorld(script.pathname, args, timeoutMs);
+  if (r.status !== 0) throw new Error(`scenario exited ${r.status}: ${r.stderr}`);
+  const o = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  if (o.error !== undefined) throw new Error(`scenario failed: ${o.error}`);
+  return o;
+}
+
 /** Inside the private world: a private tmpfs on /run so `ip netns add` works and leaves nothing behind. */
 export function preparePrivateWorld(): void {
   if (process.env[PRIVATE_WORLD_ENV] !== '1') throw new Error('not inside the private world: use runInPrivateWorld()');
