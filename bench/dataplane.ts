@@ -17,10 +17,7 @@
  * Prints one JSON object on stdout. Usage (inside the private world): dataplane.ts [--quick]
  */
 import { connect } from 'node:net';
-import { ConfigSchema } from '../config-schema/config.ts';
-import { ClusterState } from '../agent/cluster-state.ts';
-import { SnapshotBuilder } from '../agent/snapshot.ts';
-import { compile, plan } from '../rules/index.ts';
+import { fullSyncOps } from './full-sync.ts';
 import { NftSocket } from '../netlink/socket.ts';
 import { inNs, preparePrivateWorld, sh, spawnInNs } from '../e2e/world/netns.ts';
 import { syntheticServices } from './upstream-layout.ts';
@@ -83,18 +80,11 @@ function connectOnce(host: string): Promise<{ us: number; ok: boolean; by?: stri
 
 const pct = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 
-const cfg = ConfigSchema.parse({ clusterCIDR: '10.244.0.0/16', ipFamilies: ['IPv4'], source: { type: 'file', path: 'x' } });
 const rows: Array<{ services: number; endpoints: number; p50us: number; p99us: number; failures: number; endpointsReached: number; wrongEndpoint: number }> = [];
 for (const total of TOTALS) {
   const { services, slices } = objects(total - TARGETS.length);
-  const state = new ClusterState('node-1', () => {});
-  state.replace('Service', services);
-  state.replace('EndpointSlice', slices);
-  const builder = new SnapshotBuilder(cfg, () => {});
-  builder.invalidate(state.checkout());
-  const rs = compile(builder.build(state, 'IPv4'));
   const sock = NftSocket.open();
-  await sock.sendBatch(plan(null, rs, { full: true, now: 0, stale: new Map() }).ops);
+  await sock.sendBatch(fullSyncOps({ services, slices }, '10.244.0.0/16'));
   sock.close();
   // Warm-up (ARP, neighbour entries, JIT).
   for (const [i] of TARGETS.entries()) for (let k = 0; k < 20; k++) await connectOnce(`10.97.0.${i + 1}`);
