@@ -64,6 +64,24 @@ export function scenarioResult(script: URL, args: string[], timeoutMs: number): 
   return o;
 }
 
+/**
+ * Runs a scenario's body inside the private world: an error is recorded as `obs.error`; then every background
+ * process is killed and every host deleted, `obs` is printed as the last stdout line (what scenarioResult() reads),
+ * and the process exits 0 without waiting for the killed children's pipes.
+ */
+export async function runScenario(obs: Record<string, unknown>, bg: Background[], hosts: string[], body: () => Promise<void>): Promise<never> {
+  try {
+    await body();
+  } catch (err) {
+    obs.error = (err as Error).stack;
+  } finally {
+    for (const b of bg) b.child.kill('SIGKILL');
+    destroyHosts(hosts);
+  }
+  process.stdout.write(JSON.stringify(obs) + '\n');
+  process.exit(0);
+}
+
 /** Inside the private world: a private tmpfs on /run so `ip netns add` works and leaves nothing behind. */
 export function preparePrivateWorld(): void {
   if (process.env[PRIVATE_WORLD_ENV] !== '1') throw new Error('not inside the private world: use runInPrivateWorld()');

@@ -6,7 +6,7 @@
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { problemsOf, LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { runScenario, problemsOf, LAB, buildLab, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
 import { CLI, ECHO, NODE, ROOT, connect } from '../agent-lab.ts';
 
 
@@ -14,7 +14,7 @@ preparePrivateWorld();
 const hosts = buildLab();
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
-try {
+await runScenario(obs, bg, hosts, async () => {
   for (const p of LAB.pods) bg.push(spawnInNs(p.ns, NODE, [ECHO, p.ns, '8080,5353']));
   const dir = mkdtempSync(join(tmpdir(), 'nftproxy-e2e-'));
   const services = JSON.parse(readFileSync(join(ROOT, 'deploy/examples/services.json'), 'utf8'));
@@ -56,10 +56,4 @@ try {
   obs.agentExitMs = Date.now() - t0;
   obs.tableAfterExit = inNs(LAB.node, 'nft', ['list', 'table', 'ip', 'nftproxy'], { allowFail: true }).includes('service-ips');
   obs.agentLog = problemsOf(agent).slice(0, 5);
-} catch (err) {
-  obs.error = (err as Error).stack;
-} finally {
-  for (const b of bg) b.child.kill('SIGKILL');
-  destroyHosts(hosts);
-}
-process.stdout.write(JSON.stringify(obs) + '\n');
+});

@@ -12,7 +12,7 @@
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { problemsOf, LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { runScenario, problemsOf, LAB, buildLab, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const CLI = join(ROOT, 'agent/cli.ts');
@@ -53,7 +53,7 @@ const hosts = buildLab();
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
 const [podA, podB, podC] = LAB.pods;
-try {
+await runScenario(obs, bg, hosts, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'nftproxy-ct-'));
   const sinkLog = join(dir, 'sink.log');
   writeFileSync(sinkLog, '');
@@ -143,10 +143,4 @@ try {
   obs.ctAfterDelete = conntrackL();
 
   obs.warnings = problemsOf(agent).slice(0, 5);
-} catch (err) {
-  obs.error = (err as Error).stack;
-} finally {
-  for (const b of bg) b.child.kill('SIGKILL');
-  destroyHosts(hosts);
-}
-process.stdout.write(JSON.stringify(obs) + '\n');
+});

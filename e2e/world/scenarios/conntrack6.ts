@@ -7,7 +7,7 @@
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { problemsOf, LAB, buildLab, destroyHosts, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
+import { runScenario, problemsOf, LAB, buildLab, inNs, poll, preparePrivateWorld, spawnInNs, type Background } from '../netns.ts';
 
 const ROOT = new URL('../../..', import.meta.url).pathname;
 const CLI = join(ROOT, 'agent/cli.ts');
@@ -37,7 +37,7 @@ preparePrivateWorld();
 const hosts = buildLab();
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
-try {
+await runScenario(obs, bg, hosts, async () => {
   inNs(LAB.node, 'sysctl', ['-qw', 'net.ipv6.conf.all.forwarding=1']);
   inNs(LAB.node, 'ip', ['-6', 'addr', 'add', `${V6.bridge}/64`, 'dev', 'cni0', 'nodad']);
   for (const [i, p] of LAB.pods.entries()) {
@@ -84,10 +84,4 @@ try {
   obs.ctAfter = conntrackL6();
   obs.reconcilesAfterMove = reconciles().slice(n).map((r) => ({ family: r.family, udpFlows: r.udpFlows, deleted: r.deleted }));
   obs.warnings = problemsOf(agent).slice(0, 5);
-} catch (err) {
-  obs.error = (err as Error).stack;
-} finally {
-  for (const b of bg) b.child.kill('SIGKILL');
-  destroyHosts(hosts);
-}
-process.stdout.write(JSON.stringify(obs) + '\n');
+});

@@ -5,7 +5,7 @@
  * is never re-created (its kernel handle stays the same). Prints one JSON object.
  */
 import { join } from 'node:path';
-import { LAB, buildLab, destroyHosts, poll, preparePrivateWorld, type Background } from '../netns.ts';
+import { runScenario, LAB, buildLab, poll, preparePrivateWorld, type Background } from '../netns.ts';
 import { exampleConfig, NODE, ROOT, logOf, problemsOf, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
 
 preparePrivateWorld();
@@ -13,7 +13,7 @@ const hosts = buildLab();
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
 const tableHandle = async () => /table ip nftproxy \{ # handle (\d+)/.exec((await runAsync(LAB.node, 'nft', ['-a', 'list', 'table', 'ip', 'nftproxy'])).stdout)?.[1] ?? null;
-try {
+await runScenario(obs, bg, hosts, async () => {
   await startPods(bg);
   const configPath = exampleConfig('restart');
 
@@ -44,11 +44,4 @@ try {
   obs.secondExitMs = Date.now() - tStop;
   obs.secondStopLoggedMs = Date.parse(String(logOf(second).find((l) => l.msg === 'stopping; the ruleset stays in place')?.time)) - tStop;
   if (obs.secondExit !== 0) obs.secondLogTail = second.out.join('').split('\n').slice(-8);
-} catch (err) {
-  obs.error = (err as Error).stack;
-} finally {
-  for (const b of bg) b.child.kill('SIGKILL');
-  destroyHosts(hosts);
-}
-process.stdout.write(JSON.stringify(obs) + '\n');
-process.exit(0);
+});

@@ -4,7 +4,7 @@
  * hears it on NFNLGRP_NFTABLES and repairs with a full sync. Measures when the ruleset and real connections are
  * back. Prints one JSON object.
  */
-import { LAB, buildLab, destroyHosts, poll, preparePrivateWorld, type Background } from '../netns.ts';
+import { runScenario, LAB, buildLab, poll, preparePrivateWorld, type Background } from '../netns.ts';
 import { exampleConfig, logOf, probe, runAsync, startAgent, startPods, stopAgent, waitForTable } from '../agent-lab.ts';
 
 const WEB_CHAIN = 'service-SUSTUHLJ-default/web/tcp/http';
@@ -13,7 +13,7 @@ const hosts = buildLab();
 const bg: Background[] = [];
 const obs: Record<string, unknown> = {};
 const nft = (...args: string[]) => runAsync(LAB.node, 'nft', args);
-try {
+await runScenario(obs, bg, hosts, async () => {
   await startPods(bg);
   const configPath = exampleConfig('tamper');
   const agent = startAgent(configPath);
@@ -50,11 +50,4 @@ try {
   obs.tamperLogs = logOf(agent).filter((l) => String(l.msg).startsWith('our table was changed')).map((l) => ({ by: l.by, changes: l.changes }));
   obs.problems = logOf(agent).filter((l) => (l.level as number) >= 50).map((l) => l.msg);
   obs.agentExit = await stopAgent(agent);
-} catch (err) {
-  obs.error = (err as Error).stack;
-} finally {
-  for (const b of bg) b.child.kill('SIGKILL');
-  destroyHosts(hosts);
-}
-process.stdout.write(JSON.stringify(obs) + '\n');
-process.exit(0);
+});
